@@ -1,0 +1,50 @@
+"""Helpers the job modules share: cutoffs, day counts, retire-in-batches loops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from memkeeper.clock import days_between, from_db, to_db
+from memkeeper.jobkit import JobContext, select_batches
+from memkeeper.transitions import Transition
+
+
+def cutoff(now: datetime, days: float) -> str:
+    """The stored-time text of ``now - days``: rows with a time before it are due."""
+    return to_db(now - timedelta(days=days))
+
+
+def days_since(image: dict[str, Any], column: str, now: datetime) -> int:
+    """Whole days from an image's time column to ``now``."""
+    moment = from_db(image[column])
+    assert moment is not None
+    return int(days_between(moment, now))
+
+
+def count(ctx: JobContext, where: str, params: Sequence[Any]) -> int:
+    """How many hot rows match (through the same index the selection uses)."""
+    row = ctx.store.storage.hot.execute(f"SELECT count(*) FROM memories WHERE {where}", params)
+    return int(row.fetchone()[0])
+
+
+def transition_due(
+    ctx: JobContext,
+    where: str,
+    params: Sequence[Any],
+    *,
+    order: str,
+    make: Callable[[dict[str, Any]], Transition],
+) -> None:
+    """Walk the hot rows matching ``where`` in batches and apply ``make(row)`` to each.
+
+    Stops between batches when a stop was requested.
+    """
+    for batch in select_batches(
+        ctx.store.storage.hot, "memories", where, params, order=order, size=ctx.batch_size
+    ):
+        ctx.apply([make(image) for image in batch])
+        ctx.advance(len(batch))
+        if ctx.should_stop():
+            return

@@ -1,0 +1,74 @@
+"""prune: the per-user cap on facts (seed 000 §6.3).
+
+Where one (user, namespace) has more than ``max_facts`` active facts, the lowest-scoring ones
+go to cold storage with reason ``over_cap`` until the cap holds. The retention score is
+documented in :mod:`memkeeper.scoring`; pinned facts are exempt (they count towards the cap
+but are never pruned). Each pruned entry's change-log row records its score and components.
+"""
+
+from __future__ import annotations
+
+from memkeeper.audit import image_of
+from memkeeper.config import PruneJob
+from memkeeper.jobkit import Job, JobContext, batched
+from memkeeper.records import Memory
+from memkeeper.scoring import rank_key, retention_score
+from memkeeper.transitions import Transition, cold_image
+
+_OVER_CAP = (
+    "SELECT user_id, namespace, count(*) AS n FROM memories"
+    " WHERE kind = 'fact' AND state = 'active'"
+    " GROUP BY user_id, namespace HAVING count(*) > ? ORDER BY user_id, namespace"
+)
+_GROUP = (
+    "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = 'fact'"
+    " AND state = 'active'"
+)
+
+
+def run(ctx: JobContext) -> None:
+    config: PruneJob = ctx.config  # type: ignore[assignment]
+    hot = ctx.store.storage.hot
+    groups = list(hot.query(_OVER_CAP, [config.max_facts]))
+    ctx.set_total(sum(group["n"] - config.max_facts for group in groups))
+    weights = ctx.store.config.scoring
+    for group in groups:
+        images = [
+            image_of(row) for row in hot.query(_GROUP, [group["user_id"], group["namespace"]])
+        ]
+        total = len(images)
+        candidates = []
+        for image in images:
+            if image["pinned"]:
+                continue
+            memory = Memory.from_image(image)
+            score = retention_score(memory, ctx.now, weights)
+            candidates.append((rank_key(memory, score), image, score))
+        candidates.sort(key=lambda item: item[0])
+        excess = total - config.max_facts
+        doomed = candidates[:excess]
+        transitions = [
+            Transition(
+                image["id"],
+                image,
+                cold_image(image, "over_cap", ctx.now),
+                "retire",
+                f"{total} active facts > cap {config.max_facts}; score {score.score:.3f} was "
+                f"#{rank} lowest",
+                details={
+                    "score": score.to_dict(),
+                    "rank": rank,
+                    "active_facts": total,
+                    "max_facts": config.max_facts,
+                },
+            )
+            for rank, (_, image, score) in enumerate(doomed, start=1)
+        ]
+        for batch in batched(transitions, ctx.batch_size):
+            ctx.apply(batch)
+            ctx.advance(len(batch))
+        if ctx.should_stop():
+            return
+
+
+JOB = Job("prune", "Per-user cap on active facts: the lowest-scoring go to cold storage", run)

@@ -1,0 +1,66 @@
+"""config check / show / init / path."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from memkeeper.cli import App, json_option, pass_app, print_json
+from memkeeper.config_doc import render_config
+from memkeeper.errors import StorageUnwritable
+from memkeeper.paths import user_config_dir
+
+
+@click.group("config")
+def config_group() -> None:
+    """Check, show or create the configuration file."""
+
+
+@config_group.command("check")
+@pass_app
+def check(app: App) -> None:
+    """Validate the config file; exit 78 naming the key at fault if it is invalid."""
+    app.config  # noqa: B018 - loading is the check
+    where = app.config_path if app.config_path and app.config_path.exists() else None
+    click.echo(f"{where}: valid" if where else "no config file: using the defaults (valid)")
+
+
+@config_group.command("show")
+@json_option
+@pass_app
+def show(app: App, as_json: bool) -> None:
+    """Print the effective configuration (the file merged over the defaults)."""
+    if as_json:
+        print_json(app.config.model_dump())
+    else:
+        click.echo(render_config(app.config), nl=False)
+
+
+@config_group.command("path")
+@pass_app
+def path(app: App) -> None:
+    """Print which config file this invocation reads (it may not exist)."""
+    click.echo(str(app.config_path))
+
+
+@config_group.command("init")
+@pass_app
+def init(app: App) -> None:
+    """Write the documented default config to the user config directory (never overwrites)."""
+    target = app.config_path if app.config_explicit else user_config_dir() / "config.toml"
+    assert target is not None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise StorageUnwritable(f"{target} already exists; config init never overwrites") from None
+    except OSError as exc:
+        raise StorageUnwritable(f"cannot create {target}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(render_config())
+    click.echo(f"wrote {target}")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(config_group)

@@ -1,0 +1,166 @@
+"""Commands that write and read memories: remember, recall, note, forget."""
+
+from __future__ import annotations
+
+import click
+
+from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json
+from memkeeper.cli.render import memory_block
+from memkeeper.errors import NotFound
+from memkeeper.records import KEYED_KINDS
+from memkeeper.store import DEFAULT_CONFIDENCE
+
+
+@click.command()
+@click.argument("user")
+@click.argument("key")
+@click.argument("value")
+@namespace_option
+@click.option("--kind", type=click.Choice(KEYED_KINDS), default="fact", show_default=True)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1),
+    default=DEFAULT_CONFIDENCE,
+    show_default=True,
+    help="How sure the agent is: stated by the user ≈ 0.95, inferred ≈ 0.6.",
+)
+@click.option("--source", default="cli", show_default=True, help="Where the value came from.")
+@click.option("--pin/--no-pin", default=None, help="Pinned entries never expire or get pruned.")
+@click.option("--ttl-days", type=click.IntRange(min=1), help="This entry's own TTL, in days.")
+@json_option
+@pass_app
+def remember(
+    app: App,
+    user: str,
+    key: str,
+    value: str,
+    namespace: str,
+    kind: str,
+    confidence: float,
+    source: str,
+    pin: bool | None,
+    ttl_days: int | None,
+    as_json: bool,
+) -> None:
+    """Remember KEY = VALUE for USER (a new value supersedes the old one)."""
+    memory = app.store().remember(
+        user,
+        key,
+        value,
+        namespace=namespace,
+        kind=kind,
+        confidence=confidence,
+        source=source,
+        pinned=pin,
+        ttl_days=ttl_days,
+    )
+    if as_json:
+        print_json(memory.to_dict())
+    else:
+        click.echo(f"remembered {memory.id}: {key} = {value} ({memory.state})")
+
+
+@click.command()
+@click.argument("user")
+@click.argument("key")
+@namespace_option
+@click.option("--kind", type=click.Choice(KEYED_KINDS), help="Only this kind (default: any).")
+@json_option
+@pass_app
+def recall(app: App, user: str, key: str, namespace: str, kind: str | None, as_json: bool) -> None:
+    """Print USER's current value of KEY (and mark it used). Exit 3 if there is none."""
+    memory = app.store().recall(user, key, namespace=namespace, kind=kind)
+    if memory is None:
+        raise NotFound(
+            f"no memory {key!r} for user {user!r}"
+            + (f" in namespace {namespace!r}" if namespace else "")
+        )
+    if as_json:
+        print_json(memory.to_dict())
+    else:
+        click.echo(memory.value)
+
+
+@click.command()
+@click.argument("user")
+@click.argument("text")
+@namespace_option
+@click.option("--source", default="cli", show_default=True, help="Where the note came from.")
+@click.option("--pin/--no-pin", default=False, help="Pinned notes never expire.")
+@json_option
+@pass_app
+def note(
+    app: App, user: str, text: str, namespace: str, source: str, pin: bool, as_json: bool
+) -> None:
+    """Add a note (an event, a reminder: something without a key) for USER."""
+    memory = app.store().add_note(user, text, namespace=namespace, source=source, pinned=pin)
+    if as_json:
+        print_json(memory.to_dict())
+    else:
+        click.echo(f"noted {memory.id}")
+
+
+@click.command()
+@click.argument("user")
+@click.argument("key")
+@namespace_option
+@json_option
+@pass_app
+def forget(app: App, user: str, key: str, namespace: str, as_json: bool) -> None:
+    """Erase every value KEY ever had for USER: hot, cold and change log. No undo."""
+    erased = app.store().forget(user, key, namespace=namespace)
+    if as_json:
+        print_json({"erased": erased})
+    else:
+        click.echo(f"erased {erased} value(s) of {key!r}")
+
+
+@click.command("forget-id")
+@click.argument("memory_id")
+@json_option
+@pass_app
+def forget_id(app: App, memory_id: str, as_json: bool) -> None:
+    """Erase one entry (a note, say) by id, with its history. No undo."""
+    erased = app.store().forget_memory(memory_id)
+    if not erased:
+        raise NotFound(f"no memory with id {memory_id!r}")
+    if as_json:
+        print_json({"erased": erased})
+    else:
+        click.echo(f"erased {memory_id}")
+
+
+@click.command("forget-user")
+@click.argument("user")
+@click.option("--yes", is_flag=True, help="Do it without asking.")
+@json_option
+@pass_app
+def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
+    """Erase everything about USER: memories, messages, episodes, log rows. No undo."""
+    if not yes:
+        click.confirm(f"Erase everything memkeeper holds about {user!r}?", abort=True, err=True)
+    counts = app.store().forget_user(user)
+    if as_json:
+        print_json({"erased": counts})
+    else:
+        click.echo("erased " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+
+
+@click.command()
+@click.argument("memory_id")
+@json_option
+@pass_app
+def get(app: App, memory_id: str, as_json: bool) -> None:
+    """Show one memory by id, wherever it lives (hot or cold). Exit 3 if absent."""
+    memory = app.store().get(memory_id)
+    if memory is None:
+        raise NotFound(f"no memory with id {memory_id!r}")
+    if as_json:
+        print_json(memory.to_dict())
+    else:
+        click.echo(memory_block(memory))
+
+
+def register(group: click.Group) -> None:
+    for command in (remember, recall, note, forget, forget_id, forget_user, get):
+        group.add_command(command)

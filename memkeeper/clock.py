@@ -1,0 +1,76 @@
+"""The one source of "now" for memkeeper, and the one place that formats and parses times.
+
+Every time memkeeper stores or compares is timezone-aware UTC. Nothing asks SQLite for the
+current time (``datetime('now')`` cannot be frozen by freezegun and would disagree with the
+``--now`` flag); callers pass "now" in, obtained from a :class:`Clock`.
+
+Times are stored as fixed-width ISO-8601 text (``2026-11-30T06:58:06.123456+00:00``) so that
+string order is time order and indexes on time columns work with plain ``<`` comparisons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from memkeeper.errors import InvalidTime
+
+Clock = Callable[[], datetime]
+"""A zero-argument callable returning the current time as an aware UTC datetime."""
+
+
+def system_now() -> datetime:
+    """The real current time in UTC (freezegun freezes this)."""
+    return datetime.now(UTC)
+
+
+def fixed(moment: datetime) -> Clock:
+    """A clock that always answers ``moment`` — the ``--now`` flag and what-if previews."""
+    moment = ensure_utc(moment)
+    return lambda: moment
+
+
+def ensure_utc(moment: datetime) -> datetime:
+    """Return ``moment`` in UTC; a naive datetime is refused rather than guessed at."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise InvalidTime(f"time {moment.isoformat()} has no timezone; memkeeper needs aware times")
+    return moment.astimezone(UTC)
+
+
+def to_db(moment: datetime) -> str:
+    """Format an aware datetime as the fixed-width UTC text memkeeper stores."""
+    return ensure_utc(moment).isoformat(timespec="microseconds")
+
+
+def from_db(text: str | None) -> datetime | None:
+    """Parse a stored time back into an aware UTC datetime (None stays None)."""
+    if text is None:
+        return None
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def parse_user_time(text: str) -> datetime:
+    """Parse a time typed by a person (``--now``, ``MEMKEEPER_NOW``, import files).
+
+    Accepts ISO-8601 dates and date-times; ``Z`` and offsets are honoured, and a time
+    without an offset is taken as UTC (documented: memkeeper never guesses a local zone).
+    """
+    raw = text.strip()
+    if not raw:
+        raise InvalidTime(
+            "empty time; expected ISO-8601 such as 2027-03-01 or 2027-03-01T12:00:00Z"
+        )
+    try:
+        parsed = datetime.fromisoformat(raw.replace("z", "Z"))
+    except ValueError:
+        raise InvalidTime(
+            f"{text!r} is not an ISO-8601 time; expected e.g. 2027-03-01 or 2027-03-01T12:00:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def days_between(earlier: datetime, later: datetime) -> float:
+    """Elapsed days from ``earlier`` to ``later`` (fractional, never negative)."""
+    return max((later - earlier) / timedelta(days=1), 0.0)

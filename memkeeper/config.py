@@ -1,0 +1,331 @@
+"""memkeeper's configuration: the schema, its defaults, loading and validation.
+
+The schema below is the single source of truth. ``config.toml`` at the root of the repository
+is generated from it (``memkeeper config init`` writes the same text, and a test checks the
+two never drift), so every key is documented with what it does and its unit.
+
+Loading order: ``--config PATH``, else ``MEMKEEPER_CONFIG``, else the per-user config directory
+(``~/.config/memkeeper/config.toml`` on Linux). A missing default file means defaults; a
+missing file that was asked for explicitly is an error. Validation errors name the file, the
+key and what is wrong.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memkeeper.cron import ScheduleError, to_apscheduler_crontab
+from memkeeper.errors import ConfigError
+
+
+class _Section(BaseModel):
+    """Strict: TOML has real types, so "5" is not a number and unknown keys are errors."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+def _check_schedule(value: str) -> str:
+    try:
+        to_apscheduler_crontab(value)
+    except ScheduleError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+class DatabaseSection(_Section):
+    path: str = Field(
+        "",
+        description="Path of the hot memory database. Empty: MEMKEEPER_DB, else "
+        "memory.db in the per-user data directory. --db overrides it.",
+    )
+    cold_path: str = Field(
+        "",
+        description="Path of the cold-storage database. Empty: beside the hot file, "
+        "named <hot name>-cold.db.",
+    )
+    busy_timeout_ms: int = Field(
+        5000,
+        gt=0,
+        description="How long a writer waits for another process's lock, in milliseconds.",
+    )
+    batch_size: int = Field(
+        500,
+        gt=0,
+        le=10000,
+        description="Entries changed per transaction by jobs and imports (keeps locks short).",
+    )
+
+
+class LimitsSection(_Section):
+    max_value_bytes: int = Field(
+        65536, gt=0, description="Largest value, note or message accepted, in UTF-8 bytes."
+    )
+    max_key_chars: int = Field(
+        256, gt=0, description="Longest key, user id, namespace or session id, in characters."
+    )
+
+
+class ContextSection(_Section):
+    limit: int = Field(10, gt=0, le=200, description="Most entries in a prompt prefill.")
+    min_confidence: float = Field(
+        0.7, ge=0, le=1, description="Entries below this confidence (0-1) are left out of it."
+    )
+
+
+class ScoringSection(_Section):
+    """The retention score (README "How memkeeper scores entries"), used by prune and context."""
+
+    weight_confidence: float = Field(0.4, ge=0, description="Weight of confidence (0-1).")
+    weight_confirmed: float = Field(
+        0.2, ge=0, description="Weight of how recently the entry was written or re-confirmed."
+    )
+    weight_recency: float = Field(0.25, ge=0, description="Weight of how recently it was used.")
+    weight_frequency: float = Field(0.15, ge=0, description="Weight of how often it was used.")
+    confirmed_half_life_days: float = Field(
+        90, gt=0, description="Days after which confirmation freshness counts half, in days."
+    )
+    recency_half_life_days: float = Field(
+        30, gt=0, description="Days after which recency of use counts half, in days."
+    )
+    frequency_saturation: int = Field(
+        20, gt=0, description="Number of uses at which the frequency component reaches 1."
+    )
+
+
+class TtlDays(_Section):
+    fact: int = Field(180, gt=0, description="TTL of facts, in days.")
+    preference: int = Field(30, gt=0, description="TTL of preferences, in days.")
+    note: int = Field(90, gt=0, description="TTL of notes, in days.")
+
+
+class _Job(_Section):
+    enabled: bool = Field(True, description="Run this job in run-once and in the service.")
+    schedule: str = Field(
+        "0 3 * * *",
+        description="When the service runs it: a crontab expression (minute hour day month "
+        "weekday; weekday 0 or 7 = Sunday, names allowed) in service.timezone.",
+    )
+
+    _validate_schedule = field_validator("schedule")(_check_schedule)
+
+
+class ExpireJob(_Job):
+    schedule: str = Field("0 3 * * *", description=_Job.model_fields["schedule"].description)
+    ttl_days: TtlDays = Field(
+        default_factory=TtlDays,
+        description="How long an entry may go unused (since created, re-confirmed or recalled) "
+        "before it becomes pending review.",
+    )
+    review_grace_days: int = Field(
+        14,
+        gt=0,
+        description="Days a pending-review entry may stay unused before it is retired to cold "
+        "storage.",
+    )
+
+
+class DemoteJob(_Job):
+    schedule: str = Field("0 4 1 * *", description=_Job.model_fields["schedule"].description)
+    min_confidence: float = Field(
+        0.5, ge=0, le=1, description="Entries below this confidence (0-1) may be demoted."
+    )
+    unused_days: int = Field(30, gt=0, description="...if nobody used them for this many days.")
+
+
+class PruneJob(_Job):
+    schedule: str = Field("30 3 * * *", description=_Job.model_fields["schedule"].description)
+    max_facts: int = Field(
+        50, gt=0, description="Most active facts one user may have in one namespace."
+    )
+
+
+class SettleJob(_Job):
+    schedule: str = Field("15 3 * * *", description=_Job.model_fields["schedule"].description)
+    grey_days: int = Field(
+        14,
+        gt=0,
+        description="Days a superseded value is kept in the hot file before it goes to cold "
+        "storage (its grey period).",
+    )
+
+
+class SummarizeJob(_Job):
+    schedule: str = Field("0 * * * *", description=_Job.model_fields["schedule"].description)
+    max_messages: int = Field(
+        20, gt=0, description="A session with more unsummarized messages than this is due."
+    )
+    keep_recent: int = Field(
+        10, ge=0, description="Most recent messages left unsummarized in a due session."
+    )
+    summarized_retention_days: int = Field(
+        0,
+        ge=0,
+        description="Days summarized messages are kept before deletion, in days; 0 keeps "
+        "them forever.",
+    )
+    input_budget_tokens: int = Field(
+        6000,
+        gt=100,
+        description="Largest prompt sent in one call, in estimated tokens; longer histories "
+        "are summarized in chunks and the chunk summaries folded.",
+    )
+    min_summary_chars: int = Field(
+        20, ge=1, description="Answers shorter than this many characters are rejected."
+    )
+    max_calls_per_run: int = Field(200, gt=0, description="Most LLM calls in one run.")
+    max_tokens_per_run: int = Field(
+        2_000_000, gt=0, description="Most LLM tokens (prompt + answer) in one run."
+    )
+    max_calls_per_user: int = Field(50, gt=0, description="Most LLM calls per user in one run.")
+    max_tokens_per_user: int = Field(
+        400_000, gt=0, description="Most LLM tokens per user in one run."
+    )
+    max_concurrency: int = Field(4, gt=0, le=64, description="LLM calls in flight at once.")
+
+
+class JobsSection(_Section):
+    expire: ExpireJob = Field(default_factory=ExpireJob, description="TTL expiry and review.")
+    demote: DemoteJob = Field(
+        default_factory=DemoteJob, description="Monthly demotion of low-confidence entries."
+    )
+    prune: PruneJob = Field(default_factory=PruneJob, description="The per-user cap on facts.")
+    settle: SettleJob = Field(
+        default_factory=SettleJob, description="Ending the grey period of superseded values."
+    )
+    summarize: SummarizeJob = Field(
+        default_factory=SummarizeJob,
+        description="LLM summarization of long conversation histories into notes.",
+    )
+
+
+class LlmSection(_Section):
+    model: str = Field("glm-4.7-flash", min_length=1, description="Model name sent to the API.")
+    base_url: str = Field(
+        "",
+        description="API base URL (any OpenAI-compatible endpoint). Empty: ZHIPUAI_BASE_URL, "
+        "else Zhipu's own.",
+    )
+    api_key_env: str = Field(
+        "ZHIPUAI_API_KEY",
+        min_length=1,
+        description="Name of the environment variable holding the API key. The key itself is "
+        "never read from this file.",
+    )
+    timeout_seconds: float = Field(60, gt=0, description="Timeout of one API call, in seconds.")
+    max_retries: int = Field(
+        3, ge=0, le=10, description="Retries of a call after 429, 5xx or a timeout."
+    )
+    retry_backoff_seconds: float = Field(
+        1.0, ge=0, description="First wait before a retry, doubled each time, in seconds."
+    )
+    temperature: float = Field(0.3, ge=0, le=2, description="Sampling temperature.")
+    max_output_tokens: int = Field(1024, gt=0, description="Longest answer asked for, in tokens.")
+    disable_thinking: bool = Field(
+        True, description='Send thinking={"type": "disabled"} (GLM models).'
+    )
+
+
+class ServiceSection(_Section):
+    timezone: str = Field(
+        "UTC", description="IANA timezone in which job schedules are read, e.g. Europe/Berlin."
+    )
+    lock_wait_seconds: float = Field(
+        60,
+        ge=0,
+        description="How long run-once waits for a job that is already running, in seconds.",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown timezone {value!r}; use an IANA name like UTC or Asia/Shanghai"
+            ) from None
+        return value
+
+
+class LoggingSection(_Section):
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Least severe log level printed: debug, info, warning or error."
+    )
+    format: Literal["auto", "json", "console"] = Field(
+        "auto",
+        description="auto: JSON lines unless the log stream is a terminal (journald gets JSON).",
+    )
+
+
+class Config(_Section):
+    """The whole configuration."""
+
+    database: DatabaseSection = Field(default_factory=DatabaseSection, description="Files.")
+    limits: LimitsSection = Field(default_factory=LimitsSection, description="Input limits.")
+    context: ContextSection = Field(
+        default_factory=ContextSection, description="The prompt prefill (context())."
+    )
+    scoring: ScoringSection = Field(
+        default_factory=ScoringSection, description="The retention score."
+    )
+    jobs: JobsSection = Field(default_factory=JobsSection, description="Maintenance jobs.")
+    llm: LlmSection = Field(default_factory=LlmSection, description="The summarizer's LLM.")
+    service: ServiceSection = Field(
+        default_factory=ServiceSection, description="The memkeeper run service."
+    )
+    logging: LoggingSection = Field(default_factory=LoggingSection, description="Logging.")
+
+
+def _format_errors(path: Path, exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            message = "unknown key"
+        elif kind.endswith("_type") or kind in {"model_type", "literal_error"}:
+            got = type(error.get("input")).__name__
+            message = f"{error['msg'][0].lower()}{error['msg'][1:]} (got {got})"
+        else:
+            message = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{key}: {message}")
+    return f"{path}: " + "; ".join(parts)
+
+
+def parse_config(data: dict[str, Any], path: Path) -> Config:
+    """Validate already-parsed TOML data; errors name ``path`` and each bad key."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(path, exc)) from None
+
+
+def load_config(path: Path | None, *, explicit: bool = False) -> Config:
+    """Load and validate a config file; ``None`` or a missing implicit file gives defaults."""
+    if path is None:
+        return Config()
+    path = Path(path).expanduser()
+    if not path.exists():
+        if explicit:
+            raise ConfigError(f"config file {path} does not exist")
+        return Config()
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return parse_config(data, path)

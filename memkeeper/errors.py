@@ -1,0 +1,94 @@
+"""memkeeper's own exceptions.
+
+The library raises only these (or lets programming errors through); the CLI is the one place
+that turns them into a one-line message and an exit code. Each class carries the exit code the
+CLI uses, so the mapping is written down once, here, and documented in the README.
+
+Messages never contain secrets, and never contain stored memory values: they name the culprit
+(file, key, line, id) and say what is wrong.
+"""
+
+from __future__ import annotations
+
+# Documented exit codes (README "Exit codes").
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_JOB_FAILED = 4
+EXIT_DATA = 65  # EX_DATAERR: bad input data (import file, value, key)
+EXIT_NO_INPUT = 66  # EX_NOINPUT: an input file is missing or unreadable
+EXIT_CANT_CREATE = 73  # EX_CANTCREAT: a file or directory cannot be created or written
+EXIT_DATABASE = 74  # EX_IOERR: the database file is unusable (corrupt, foreign, newer)
+EXIT_BUSY = 75  # EX_TEMPFAIL: another memkeeper holds the lock; try again later
+EXIT_CONFIG = 78  # EX_CONFIG: the configuration is invalid
+
+
+class MemkeeperError(Exception):
+    """Base class of every error memkeeper raises on purpose."""
+
+    exit_code = EXIT_ERROR
+
+
+class InvalidInput(MemkeeperError):
+    """An argument or a record is not acceptable (bad key, oversized value, bad kind...)."""
+
+    exit_code = EXIT_DATA
+
+
+class InvalidTime(InvalidInput):
+    """A time could not be parsed or has no timezone."""
+
+
+class NotFound(MemkeeperError):
+    """The memory, run or record asked for does not exist."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class ConfigError(MemkeeperError):
+    """The configuration file is invalid; the message names the file and the key."""
+
+    exit_code = EXIT_CONFIG
+
+
+class DatabaseError(MemkeeperError):
+    """A database file cannot be used: not SQLite, corrupt, foreign, or from a newer memkeeper."""
+
+    exit_code = EXIT_DATABASE
+
+
+class StorageUnwritable(MemkeeperError):
+    """The database file or its directory cannot be created or written."""
+
+    exit_code = EXIT_CANT_CREATE
+
+
+class ImportFileError(MemkeeperError):
+    """An import file is malformed; the message names the line or key at fault."""
+
+    exit_code = EXIT_DATA
+
+
+class InputFileMissing(MemkeeperError):
+    """An input file does not exist or cannot be read."""
+
+    exit_code = EXIT_NO_INPUT
+
+
+class LockBusy(MemkeeperError):
+    """Another memkeeper process holds the lock we need, and waiting did not help."""
+
+    exit_code = EXIT_BUSY
+
+
+class JobFailed(MemkeeperError):
+    """One or more maintenance jobs failed in a run."""
+
+    exit_code = EXIT_JOB_FAILED
+
+
+class UnknownJob(InvalidInput):
+    """A job name that is not registered."""
+
+    exit_code = EXIT_USAGE

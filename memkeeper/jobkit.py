@@ -1,0 +1,192 @@
+"""What a maintenance job is given and what it hands back.
+
+A job is a small module under ``jobs/`` (installed as ``memkeeper.jobs``) exposing a
+:class:`Job`: a name, a one-line description and a ``run(ctx)`` function. ``run`` decides
+*what* is due — selecting through an index, in batches — and hands each batch of
+:class:`~memkeeper.transitions.Transition` values to :meth:`JobContext.apply`. The context does
+the *how* through the one shared mechanism, so dry-run, the change log, explain and undo work
+the same for every job.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from pydantic import BaseModel
+
+from memkeeper.audit import image_of
+from memkeeper.transitions import Outcome, Transition, apply
+
+if TYPE_CHECKING:
+    from memkeeper.store import MemoryStore
+
+
+@dataclass(frozen=True)
+class Job:
+    """A registered maintenance job."""
+
+    name: str
+    description: str
+    run: Callable[[JobContext], None]
+
+
+@dataclass(frozen=True)
+class PlannedChange:
+    """One change a run made (or, in a dry run, would make), for summaries and previews."""
+
+    memory_id: str
+    user_id: str
+    namespace: str
+    kind: str
+    key: str | None
+    action: str
+    reason: str
+    label: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def change_label(outcome: Outcome) -> str:
+    """The summary bucket of a change: its action, and for moves to cold storage, why."""
+    target = outcome.transition.target
+    if target is not None and target.get("state") == "cold":
+        return f"{outcome.transition.action} ({target['cold_reason']})"
+    return outcome.transition.action
+
+
+ProgressCallback = Callable[[str, int, int | None], None]
+"""``progress(job, done, total)`` — called as a job works through its candidates."""
+
+
+@dataclass
+class JobContext:
+    """Everything one job run needs: the store, its config section, the clock, the mode."""
+
+    store: MemoryStore
+    job: str
+    config: BaseModel
+    now: datetime
+    run_id: str
+    dry_run: bool
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    progress: ProgressCallback | None = None
+    counts: Counter[str] = field(default_factory=Counter)
+    skipped: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+    planned: list[PlannedChange] = field(default_factory=list)
+    keep_planned: int = 10_000
+    _total: int | None = None
+    _done: int = 0
+
+    @property
+    def actor(self) -> str:
+        return f"job:{self.job}"
+
+    @property
+    def batch_size(self) -> int:
+        return self.store.config.database.batch_size
+
+    @property
+    def log(self) -> Any:
+        return structlog.get_logger("memkeeper.job").bind(job=self.job, run_id=self.run_id)
+
+    def should_stop(self) -> bool:
+        """True once a stop was requested (SIGTERM): finish the current batch, then return."""
+        return self.stop_event.is_set()
+
+    def set_total(self, total: int) -> None:
+        """Announce how many candidates the job will look at (for the progress display)."""
+        self._total = total
+        self._report()
+
+    def advance(self, count: int) -> None:
+        """Say that ``count`` more candidates were looked at."""
+        self._done += count
+        self._report()
+
+    def _report(self) -> None:
+        if self.progress is not None:
+            self.progress(self.job, self._done, self._total)
+
+    def apply(self, transitions: Sequence[Transition]) -> list[Outcome]:
+        """Apply one batch through the shared mechanism (or preview it in a dry run)."""
+        outcomes = apply(
+            self.store.storage,
+            transitions,
+            actor=self.actor,
+            now=self.now,
+            run_id=self.run_id,
+            dry_run=self.dry_run,
+        )
+        for outcome in outcomes:
+            if not outcome.applied:
+                self.skipped += 1
+                continue
+            label = change_label(outcome)
+            self.counts[label] += 1
+            if len(self.planned) < self.keep_planned:
+                image = outcome.transition.target or outcome.before or {}
+                self.planned.append(
+                    PlannedChange(
+                        memory_id=outcome.transition.memory_id,
+                        user_id=image.get("user_id", ""),
+                        namespace=image.get("namespace", ""),
+                        kind=image.get("kind", ""),
+                        key=image.get("key"),
+                        action=outcome.transition.action,
+                        reason=outcome.transition.reason,
+                        label=label,
+                    )
+                )
+        return outcomes
+
+
+def batched(rows: Iterator[Any] | Sequence[Any], size: int) -> Iterator[list[Any]]:
+    """Group an iterable into lists of at most ``size``."""
+    batch: list[Any] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class JobSkipped(Exception):
+    """Raised by a job that cannot run this time (e.g. no API key); the run records why."""
+
+
+def select_batches(
+    db: Any,
+    table: str,
+    where: str,
+    params: Sequence[Any],
+    *,
+    order: str,
+    size: int,
+) -> Iterator[list[dict[str, Any]]]:
+    """Rows of ``table`` matching ``where``, in batches, by keyset pagination on (order, id).
+
+    Keyset pagination (rather than re-running the query) keeps the walk correct both in a
+    dry run, where nothing leaves the selection, and when rows are skipped because an agent
+    touched them in the meantime.
+    """
+    last: list[Any] = []
+    while True:
+        sql = f"SELECT * FROM {table} WHERE ({where})"
+        if last:
+            sql += f" AND ({order}, id) > (?, ?)"
+        sql += f" ORDER BY {order}, id LIMIT ?"
+        rows = [image_of(row) for row in db.query(sql, [*params, *last, size])]
+        if not rows:
+            return
+        yield rows
+        last = [rows[-1][order], rows[-1]["id"]]

@@ -1,0 +1,106 @@
+"""Process locks beside the database: one daemon per database, one job run at a time.
+
+Locks are ``flock(2)`` locks on small files next to the hot database
+(``memory.db.daemon.lock`` and ``memory.db.jobs.lock``). The kernel drops a flock when its
+holder dies — however it dies — so a lock left by a killed process is never obeyed: the next
+process simply gets it (the stale pid written in the file is reported and overwritten). The
+holder's pid is written into the file for the "held by" message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from memkeeper.errors import LockBusy, StorageUnwritable
+
+POLL_SECONDS = 0.1
+
+
+def lock_path(db_path: Path, name: str) -> Path:
+    """The lock file ``name`` for the database at ``db_path``."""
+    return db_path.with_name(f"{db_path.name}.{name}.lock")
+
+
+def _holder(fd: int) -> str:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = os.read(fd, 64).decode("ascii", "replace").strip()
+    except OSError:
+        return "another process"
+    return f"pid {text}" if text.isdigit() else "another process"
+
+
+class FileLock:
+    """An exclusive, non-reentrant inter-process lock on one file."""
+
+    def __init__(self, path: Path, purpose: str) -> None:
+        self.path = Path(path)
+        self.purpose = purpose
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, wait_seconds: float = 0.0) -> None:
+        """Take the lock, waiting up to ``wait_seconds``; raise LockBusy if it stays taken."""
+        if self._fd is not None:
+            raise RuntimeError(f"{self.purpose} lock is already held by this object")
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StorageUnwritable(
+                f"cannot create lock file {self.path}: {exc.strerror or exc}"
+            ) from None
+        deadline = time.monotonic() + max(wait_seconds, 0.0)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = _holder(fd)
+                    os.close(fd)
+                    waited = f" after waiting {wait_seconds:g} s" if wait_seconds else ""
+                    raise LockBusy(
+                        f"the {self.purpose} lock ({self.path}) is held by {holder}{waited}"
+                    ) from None
+                time.sleep(POLL_SECONDS)
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock up (the file stays; an empty or stale file means nothing)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    @contextlib.contextmanager
+    def hold(self, wait_seconds: float = 0.0) -> Iterator[FileLock]:
+        """``with lock.hold(wait):`` — acquire, yield, always release."""
+        self.acquire(wait_seconds)
+        try:
+            yield self
+        finally:
+            self.release()
+
+
+def daemon_lock(db_path: Path) -> FileLock:
+    """The lock a ``memkeeper run`` service holds for its whole life."""
+    return FileLock(lock_path(db_path, "daemon"), "service instance")
+
+
+def jobs_lock(db_path: Path) -> FileLock:
+    """The lock every job run holds, from the service or from run-once."""
+    return FileLock(lock_path(db_path, "jobs"), "job run")

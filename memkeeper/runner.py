@@ -1,0 +1,264 @@
+"""Running maintenance jobs: run ids, the job lock, the job-runs table, dry runs, summaries.
+
+``run_once`` is the Python entry point behind ``memkeeper run-once`` and the service. Each job
+runs under its own run id, holds the job lock (so the service and a manual run never run jobs
+at the same time), records itself in ``job_runs`` (not in a dry run: a dry run writes
+nothing at all), and never lets one job's failure stop the others.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from memkeeper.clock import to_db
+from memkeeper.db import immediate_transaction
+from memkeeper.errors import UnknownJob
+from memkeeper.jobkit import JobContext, JobSkipped, PlannedChange, ProgressCallback
+from memkeeper.jobs import ORDER, REGISTRY
+from memkeeper.locks import jobs_lock
+from memkeeper.store import MemoryStore
+from memkeeper.transitions import reconcile_now
+
+log = structlog.get_logger("memkeeper.runner")
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """The outcome of one job run."""
+
+    job: str
+    run_id: str
+    trigger: str
+    status: str  # ok | failed | interrupted | skipped
+    dry_run: bool
+    started_at: datetime
+    finished_at: datetime
+    counts: dict[str, int]
+    skipped_entries: int
+    stats: dict[str, Any]
+    error: str | None
+    changes: list[PlannedChange] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("ok", "skipped")
+
+    @property
+    def total_changes(self) -> int:
+        return sum(self.counts.values())
+
+    def to_dict(self, *, with_changes: bool = False) -> dict[str, Any]:
+        data = {
+            "job": self.job,
+            "run_id": self.run_id,
+            "trigger": self.trigger,
+            "status": self.status,
+            "dry_run": self.dry_run,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat(),
+            "counts": dict(self.counts),
+            "total_changes": self.total_changes,
+            "skipped_entries": self.skipped_entries,
+            "stats": self.stats,
+            "error": self.error,
+        }
+        if with_changes:
+            data["changes"] = [change.to_dict() for change in self.changes]
+        return data
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """The outcome of a run-once: one result per job, in the order they ran."""
+
+    results: list[JobResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(result.ok for result in self.results)
+
+    def to_dict(self, *, with_changes: bool = False) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "jobs": [result.to_dict(with_changes=with_changes) for result in self.results],
+        }
+
+
+def resolve_jobs(store: MemoryStore, names: list[str] | tuple[str, ...] | None) -> list[str]:
+    """The jobs to run: the named ones (validated) or every enabled one, in registry order."""
+    if not names:
+        return [name for name in ORDER if getattr(store.config.jobs, name).enabled]
+    unknown = [name for name in names if name not in ORDER]
+    if unknown:
+        raise UnknownJob(f"unknown job {unknown[0]!r}; jobs are: {', '.join(ORDER)}")
+    wanted = set(names)
+    return [name for name in ORDER if name in wanted]
+
+
+def new_run_id(job: str, now: datetime) -> str:
+    """A sortable, readable run id: ``20270301T030000Z-expire-3f9a``."""
+    return f"{now:%Y%m%dT%H%M%SZ}-{job}-{secrets.token_hex(2)}"
+
+
+def _record_start(
+    store: MemoryStore,
+    run_id: str,
+    job: str,
+    trigger: str,
+    started: datetime,
+    scheduled_for: datetime | None,
+) -> None:
+    with store.storage.lock, immediate_transaction(store.storage.hot):
+        store.storage.hot.conn.execute(
+            "INSERT INTO job_runs (run_id, job, trigger, scheduled_for, started_at, status,"
+            " dry_run) VALUES (?, ?, ?, ?, ?, 'running', 0)",
+            [run_id, job, trigger, to_db(scheduled_for) if scheduled_for else None, to_db(started)],
+        )
+
+
+def _record_end(store: MemoryStore, result: JobResult) -> None:
+    counts = {
+        "changes": dict(result.counts),
+        "skipped_entries": result.skipped_entries,
+        **({"stats": result.stats} if result.stats else {}),
+    }
+    with store.storage.lock, immediate_transaction(store.storage.hot):
+        store.storage.hot.conn.execute(
+            "UPDATE job_runs SET finished_at = ?, status = ?, counts = ?, error = ?"
+            " WHERE run_id = ?",
+            [
+                to_db(result.finished_at),
+                result.status,
+                json.dumps(counts, sort_keys=True),
+                result.error,
+                result.run_id,
+            ],
+        )
+
+
+def run_job(
+    store: MemoryStore,
+    name: str,
+    *,
+    now: datetime,
+    dry_run: bool = False,
+    trigger: str = "manual",
+    stop_event: threading.Event | None = None,
+    progress: ProgressCallback | None = None,
+    lock_wait_seconds: float | None = None,
+    scheduled_for: datetime | None = None,
+    run_id: str | None = None,
+) -> JobResult:
+    """Run one job now; raises LockBusy if the job lock stays taken, never for job errors."""
+    job = REGISTRY[name]
+    run_id = run_id or new_run_id(name, now)
+    ctx = JobContext(
+        store=store,
+        job=name,
+        config=getattr(store.config.jobs, name),
+        now=now,
+        run_id=run_id,
+        dry_run=dry_run,
+        stop_event=stop_event or threading.Event(),
+        progress=progress,
+    )
+    bound = log.bind(job=name, run_id=run_id, trigger=trigger, dry_run=dry_run)
+    wait = (
+        store.config.service.lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
+    )
+    lock = jobs_lock(store.path)
+    if not dry_run:
+        lock.acquire(wait)
+    started_clock = time.monotonic()
+    status, error = "ok", None
+    try:
+        if not dry_run:
+            _record_start(store, run_id, name, trigger, now, scheduled_for)
+            fixed = reconcile_now(store.storage)
+            if fixed:
+                bound.warning("settled interrupted moves", entries=fixed)
+        bound.info("job started")
+        try:
+            job.run(ctx)
+            if ctx.should_stop():
+                status = "interrupted"
+        except JobSkipped as exc:
+            status, error = "skipped", str(exc)
+            bound.warning("job skipped", reason=error)
+        except Exception as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            bound.exception("job failed", error=error)
+        finished = now + timedelta(seconds=time.monotonic() - started_clock)
+        result = JobResult(
+            job=name,
+            run_id=run_id,
+            trigger=trigger,
+            status=status,
+            dry_run=dry_run,
+            started_at=now,
+            finished_at=finished,
+            counts=dict(ctx.counts),
+            skipped_entries=ctx.skipped,
+            stats=dict(ctx.stats),
+            error=error,
+            changes=list(ctx.planned),
+        )
+        if not dry_run:
+            _record_end(store, result)
+    finally:
+        lock.release()
+    bound.info(
+        "job finished",
+        status=status,
+        changes=result.total_changes,
+        counts=result.counts,
+        skipped_entries=ctx.skipped,
+        **({"stats": ctx.stats} if ctx.stats else {}),
+    )
+    return result
+
+
+def run_once(
+    store: MemoryStore,
+    jobs: list[str] | tuple[str, ...] | None = None,
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    trigger: str = "manual",
+    stop_event: threading.Event | None = None,
+    progress: ProgressCallback | None = None,
+    lock_wait_seconds: float | None = None,
+) -> RunReport:
+    """Run the named jobs (default: every enabled one) once, in the documented order.
+
+    ``now`` defaults to the store's clock; a later ``now`` previews the future ("what would
+    expire on 2027-03-01" with ``dry_run=True``). Returns one :class:`JobResult` per job.
+    """
+    names = resolve_jobs(store, jobs)
+    moment = now or store.now()
+    stop_event = stop_event or threading.Event()
+    results = []
+    for name in names:
+        if stop_event.is_set():
+            break
+        results.append(
+            run_job(
+                store,
+                name,
+                now=moment,
+                dry_run=dry_run,
+                trigger=trigger,
+                stop_event=stop_event,
+                progress=progress,
+                lock_wait_seconds=lock_wait_seconds,
+            )
+        )
+    return RunReport(results)

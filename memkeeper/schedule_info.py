@@ -1,0 +1,46 @@
+"""Each job's schedule, last run and next scheduled time — for ``status``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from memkeeper.config import Config
+from memkeeper.cron import parse_schedule
+from memkeeper.records import JobRun
+
+
+def next_run_time(schedule: str, timezone: str, now: datetime) -> datetime:
+    """The first time strictly after ``now`` at which ``schedule`` fires, in UTC."""
+    trigger = parse_schedule(schedule, ZoneInfo(timezone))
+    fire = trigger.get_next_fire_time(None, now.astimezone(ZoneInfo(timezone)))
+    assert fire is not None
+    return fire.astimezone(UTC)
+
+
+def job_schedule_status(
+    config: Config, last_runs: dict[str, JobRun], now: datetime
+) -> list[dict[str, Any]]:
+    """One entry per registered job: enabled, schedule, last run, next scheduled time."""
+    from memkeeper.jobs import ORDER
+
+    rows = []
+    for name in ORDER:
+        section = getattr(config.jobs, name)
+        last = last_runs.get(name)
+        rows.append(
+            {
+                "job": name,
+                "enabled": section.enabled,
+                "schedule": section.schedule,
+                "timezone": config.service.timezone,
+                "last_run": last.to_dict() if last else None,
+                "next_run": next_run_time(
+                    section.schedule, config.service.timezone, now
+                ).isoformat()
+                if section.enabled
+                else None,
+            }
+        )
+    return rows

@@ -1,0 +1,183 @@
+"""The tables and indexes of memkeeper's two files, as ordered migrations.
+
+The hot file (``memory.db``) holds live memories, conversation messages, episodes, the change
+log and job runs. The cold file (``memory-cold.db``) holds retired memories. Each file has its
+own migration set (sqlite-utils ``Migrations``); a new schema step is a new decorated function
+at the end of the list, never an edit to an old one, and gets a test that builds the older
+schema, fills it and migrates it forward.
+
+Indexes are chosen so that every maintenance rule finds what is due with a range scan:
+``memories_due_by_use`` (state, kind, last use) serves expiry and demotion,
+``memories_due_by_state`` (state, since when) serves the review grace period and settling,
+``messages_unsummarized`` serves summarization, and the partial unique index
+``memories_current_key`` keeps at most one current (active or pending-review) entry per
+user, namespace, kind and key.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+from memkeeper.db import KNOWN_KINDS, FileKind
+
+HOT_APPLICATION_ID = 0x4D4B4844  # "MKHD"
+COLD_APPLICATION_ID = 0x4D4B434C  # "MKCL"
+
+# The columns of a memory image, in storage order. Hot rows have all but the cold-only ones.
+MEMORY_COLUMNS = (
+    "id",
+    "user_id",
+    "namespace",
+    "kind",
+    "key",
+    "value",
+    "source",
+    "confidence",
+    "state",
+    "pinned",
+    "ttl_days",
+    "created_at",
+    "updated_at",
+    "last_accessed_at",
+    "access_count",
+    "state_since",
+    "last_used_at",
+)
+COLD_ONLY_COLUMNS = ("cold_reason", "retired_at")
+COLD_COLUMNS = MEMORY_COLUMNS + COLD_ONLY_COLUMNS
+
+hot_migrations = Migrations("memkeeper")
+cold_migrations = Migrations("memkeeper-cold")
+
+_MEMORY_COLUMNS_SQL = """
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    namespace TEXT NOT NULL DEFAULT '',
+    kind TEXT NOT NULL CHECK (kind IN ('fact', 'preference', 'note')),
+    key TEXT CHECK (key IS NOT NULL OR kind = 'note'),
+    value TEXT NOT NULL,
+    source TEXT NOT NULL DEFAULT '',
+    confidence REAL NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
+    pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+    ttl_days INTEGER CHECK (ttl_days IS NULL OR ttl_days > 0),
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    last_accessed_at TEXT,
+    access_count INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
+    state_since TEXT NOT NULL,
+    last_used_at TEXT NOT NULL
+"""
+
+
+@hot_migrations(name="0001_initial")
+def _hot_initial(db: Database) -> None:
+    db.executescript(
+        f"""
+        CREATE TABLE memories (
+            {_MEMORY_COLUMNS_SQL},
+            state TEXT NOT NULL CHECK (state IN ('active', 'pending_review', 'superseded'))
+        );
+        CREATE UNIQUE INDEX memories_current_key
+            ON memories (user_id, namespace, kind, key)
+            WHERE state IN ('active', 'pending_review') AND key IS NOT NULL;
+        CREATE INDEX memories_by_owner ON memories (user_id, namespace, kind, state);
+        CREATE INDEX memories_by_key ON memories (user_id, namespace, key);
+        CREATE INDEX memories_due_by_use ON memories (state, kind, last_used_at);
+        CREATE INDEX memories_due_by_state ON memories (state, state_since);
+        CREATE INDEX memories_ttl_override ON memories (last_used_at)
+            WHERE ttl_days IS NOT NULL;
+
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id TEXT NOT NULL,
+            namespace TEXT NOT NULL DEFAULT '',
+            session_id TEXT NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'system', 'tool')),
+            content TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            summarized_at TEXT,
+            summary_id TEXT
+        );
+        CREATE INDEX messages_by_session
+            ON messages (user_id, namespace, session_id, summarized_at, id);
+        CREATE INDEX messages_unsummarized
+            ON messages (user_id, namespace, session_id, id) WHERE summarized_at IS NULL;
+        CREATE INDEX messages_summarized_at
+            ON messages (summarized_at) WHERE summarized_at IS NOT NULL;
+
+        CREATE TABLE episodes (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id TEXT NOT NULL,
+            namespace TEXT NOT NULL DEFAULT '',
+            task_name TEXT NOT NULL,
+            input_summary TEXT NOT NULL DEFAULT '',
+            output_summary TEXT NOT NULL DEFAULT '',
+            user_feedback TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX episodes_by_owner ON episodes (user_id, namespace, created_at);
+
+        CREATE TABLE changes (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            run_id TEXT,
+            action TEXT NOT NULL,
+            memory_id TEXT,
+            user_id TEXT,
+            namespace TEXT,
+            reason TEXT NOT NULL,
+            source TEXT,
+            before TEXT,
+            after TEXT,
+            details TEXT
+        );
+        CREATE INDEX changes_by_memory ON changes (memory_id, id);
+        CREATE INDEX changes_by_run ON changes (run_id, id);
+        CREATE INDEX changes_by_user ON changes (user_id, namespace, id);
+        CREATE INDEX changes_by_action ON changes (action, id);
+
+        CREATE TABLE job_runs (
+            run_id TEXT PRIMARY KEY,
+            job TEXT NOT NULL,
+            trigger TEXT NOT NULL,
+            scheduled_for TEXT,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            status TEXT NOT NULL,
+            counts TEXT,
+            error TEXT,
+            dry_run INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX job_runs_by_job ON job_runs (job, started_at);
+        """
+    )
+
+
+@cold_migrations(name="0001_initial")
+def _cold_initial(db: Database) -> None:
+    db.executescript(
+        f"""
+        CREATE TABLE cold_memories (
+            {_MEMORY_COLUMNS_SQL},
+            state TEXT NOT NULL CHECK (state = 'cold'),
+            cold_reason TEXT NOT NULL,
+            retired_at TEXT NOT NULL
+        );
+        CREATE INDEX cold_by_owner ON cold_memories (user_id, namespace, kind, key);
+        CREATE INDEX cold_by_retired ON cold_memories (retired_at);
+
+        -- Ids whose move between the two files has started but may not have finished.
+        CREATE TABLE moves_in_flight (
+            id TEXT PRIMARY KEY,
+            started_at TEXT NOT NULL
+        );
+        """
+    )
+
+
+HOT = FileKind("hot (memory.db)", HOT_APPLICATION_ID, hot_migrations)
+COLD = FileKind("cold-storage (memory-cold.db)", COLD_APPLICATION_ID, cold_migrations)
+KNOWN_KINDS.extend([HOT, COLD])

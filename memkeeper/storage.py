@@ -1,0 +1,103 @@
+"""The two files behind a MemoryStore: the hot database and, opened on demand, cold storage.
+
+This module only opens files and reads rows; changing memory rows is the job of
+:mod:`memkeeper.transitions` (and erasing them, of :mod:`memkeeper.forgetting`).
+
+Lock discipline: every operation that writes the cold file holds the hot file's write lock
+(``BEGIN IMMEDIATE`` on the hot file) for its whole duration. Cross-file moves are therefore
+never interleaved, and no process waits for the cold lock while holding something another
+process needs — there is no deadlock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from memkeeper.audit import image_of
+from memkeeper.db import checkpoint, open_database
+from memkeeper.schema import COLD, HOT
+
+SQL_CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
+
+
+def chunks(items: Sequence[Any], size: int = SQL_CHUNK) -> Iterator[Sequence[Any]]:
+    """Split a sequence into slices of at most ``size`` items."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def placeholders(count: int) -> str:
+    """``?, ?, ?`` for an IN list of ``count`` parameters."""
+    return ", ".join("?" * count)
+
+
+class Storage:
+    """The hot database (always open) and the cold database (opened when first needed)."""
+
+    def __init__(self, hot_path: Path, cold_path: Path, *, busy_timeout_ms: int) -> None:
+        self.hot_path = Path(hot_path)
+        self.cold_path = Path(cold_path)
+        self.busy_timeout_ms = busy_timeout_ms
+        # One connection per file, shared by this object's threads; the lock serializes them.
+        self.lock = threading.RLock()
+        hot = open_database(self.hot_path, HOT, busy_timeout_ms=busy_timeout_ms, create=True)
+        assert hot is not None
+        self.hot: Database = hot
+        self._cold: Database | None = None
+
+    def cold(self, *, create: bool) -> Database | None:
+        """The cold database; None when it does not exist yet and ``create`` is false."""
+        if self._cold is None:
+            self._cold = open_database(
+                self.cold_path, COLD, busy_timeout_ms=self.busy_timeout_ms, create=create
+            )
+        return self._cold
+
+    def hot_images(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Current hot rows of the given ids, as images."""
+        found: dict[str, dict[str, Any]] = {}
+        for part in chunks(list(ids)):
+            sql = f"SELECT * FROM memories WHERE id IN ({placeholders(len(part))})"
+            for row in self.hot.query(sql, list(part)):
+                found[row["id"]] = image_of(row)
+        return found
+
+    def cold_images(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Current cold rows of the given ids, as images (empty when there is no cold file)."""
+        cold = self.cold(create=False)
+        found: dict[str, dict[str, Any]] = {}
+        if cold is None:
+            return found
+        for part in chunks(list(ids)):
+            sql = f"SELECT * FROM cold_memories WHERE id IN ({placeholders(len(part))})"
+            for row in cold.query(sql, list(part)):
+                found[row["id"]] = image_of(row)
+        return found
+
+    def current_images(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Where each id lives now. A copy left in cold by an interrupted move loses to hot."""
+        found = self.hot_images(ids)
+        missing = [memory_id for memory_id in ids if memory_id not in found]
+        if missing:
+            found.update(self.cold_images(missing))
+        return found
+
+    def checkpoint(self) -> None:
+        """Fold both WAL files into their databases (used after an erasure)."""
+        checkpoint(self.hot)
+        cold = self.cold(create=False)
+        if cold is not None:
+            checkpoint(cold)
+
+    def close(self) -> None:
+        """Close both connections."""
+        with self.lock:
+            self.hot.conn.close()
+            if self._cold is not None:
+                self._cold.conn.close()
+                self._cold = None

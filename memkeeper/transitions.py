@@ -1,0 +1,271 @@
+"""The one mechanism that changes memory rows, and logs each change in the same transaction.
+
+Everything that writes a memory — the store API, every maintenance job, review, restore and
+undo — describes what it wants as :class:`Transition` values: "memory X, which I saw as image
+A, should become image B (or be created, or removed), because ...". :func:`apply` then:
+
+1. takes the hot file's write lock (``BEGIN IMMEDIATE``), so no other writer can interleave;
+2. re-reads each entry and skips any whose current image is not the one the caller saw — an
+   entry used or written after it was selected is never touched (an agent's recall wins);
+3. writes the new images to the right file (state ``cold`` lives in the cold file) and one
+   change-log row per change, committing them together.
+
+With ``dry_run`` it stops after step 2 and reports what would change, writing nothing.
+
+Crash safety across the two files. A move between files is three commits, ordered so that a
+crash at any instant leaves the entry recoverable in exactly one place:
+
+* cold file: write the entry's cold image (for hot→cold) and mark its id in
+  ``moves_in_flight``;
+* hot file: insert / delete the hot row and write the change-log row;
+* cold file: delete the cold copy (for cold→hot) and clear the mark.
+
+:func:`reconcile` (run under the hot lock before every apply and at the start of every job
+run) settles marked ids: if the id is in the hot file, the hot file is the truth — the move
+either never committed there (hot→cold) or committed (cold→hot) — and the cold copy goes;
+otherwise the cold copy is the only one and stays. Either way the mark is cleared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memkeeper.audit import change_row, insert_changes
+from memkeeper.clock import to_db
+from memkeeper.db import immediate_transaction
+from memkeeper.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage import Storage, chunks, placeholders
+
+Image = dict[str, Any]
+
+
+# Test seam: called with the name of each step of a move, so crash tests can kill the process
+# at exactly that point. It observes; it never changes what happens.
+def _no_step_hook(step: str) -> None:
+    """The default step hook: do nothing."""
+
+
+step_hook: Callable[[str], None] = _no_step_hook
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One intended change: ``memory_id`` seen as ``expected`` should become ``target``.
+
+    ``expected`` None means "must not exist yet" (a creation); ``target`` None means "remove".
+    """
+
+    memory_id: str
+    expected: Image | None
+    target: Image | None
+    action: str
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one transition: applied (or, in a dry run, would be) or skipped."""
+
+    transition: Transition
+    applied: bool
+    before: Image | None
+
+    @property
+    def after(self) -> Image | None:
+        return self.transition.target
+
+
+def _is_cold(image: Image | None) -> bool:
+    return image is not None and image["state"] == "cold"
+
+
+def _is_hot(image: Image | None) -> bool:
+    return image is not None and image["state"] != "cold"
+
+
+def _last_used(image: Image) -> str:
+    accessed = image.get("last_accessed_at")
+    return accessed if accessed and accessed > image["updated_at"] else image["updated_at"]
+
+
+def with_changes(image: Image, **changes: Any) -> Image:
+    """A copy of ``image`` with fields changed, ``last_used_at`` kept consistent."""
+    new = {**image, **changes}
+    new["last_used_at"] = _last_used(new)
+    return new
+
+
+def hot_image(image: Image, state: str, now: datetime) -> Image:
+    """``image`` (hot or cold) as a hot entry in ``state`` since ``now``."""
+    base = {name: image[name] for name in MEMORY_COLUMNS}
+    return with_changes(base, state=state, state_since=to_db(now))
+
+
+def cold_image(image: Image, reason: str, now: datetime) -> Image:
+    """``image`` retired to cold storage for ``reason`` at ``now``."""
+    base = {name: image[name] for name in MEMORY_COLUMNS}
+    stamp = to_db(now)
+    return with_changes(base, state="cold", state_since=stamp, cold_reason=reason, retired_at=stamp)
+
+
+def used_image(image: Image, now: datetime) -> Image:
+    """``image`` marked as used (recalled) at ``now``."""
+    return with_changes(
+        image, last_accessed_at=to_db(now), access_count=int(image["access_count"]) + 1
+    )
+
+
+def _write_cold(storage: Storage, rows: Sequence[Image], marks: Sequence[str], now: str) -> None:
+    cold = storage.cold(create=True)
+    assert cold is not None
+    with immediate_transaction(cold):
+        if rows:
+            names = ", ".join(COLD_COLUMNS)
+            values = ", ".join(f":{c}" for c in COLD_COLUMNS)
+            cold.conn.executemany(
+                f"INSERT OR REPLACE INTO cold_memories ({names}) VALUES ({values})", rows
+            )
+        cold.conn.executemany(
+            "INSERT OR REPLACE INTO moves_in_flight (id, started_at) VALUES (?, ?)",
+            [(memory_id, now) for memory_id in marks],
+        )
+
+
+def _clear_cold(storage: Storage, removed: Sequence[str], marks: Sequence[str]) -> None:
+    cold = storage.cold(create=False)
+    if cold is None:
+        return
+    with immediate_transaction(cold):
+        for part in chunks(list(removed)):
+            cold.conn.execute(
+                f"DELETE FROM cold_memories WHERE id IN ({placeholders(len(part))})", list(part)
+            )
+        for part in chunks(list(marks)):
+            cold.conn.execute(
+                f"DELETE FROM moves_in_flight WHERE id IN ({placeholders(len(part))})", list(part)
+            )
+
+
+def _write_hot(storage: Storage, pairs: Sequence[tuple[Transition, Image | None]]) -> None:
+    conn = storage.hot.conn
+    names = ", ".join(MEMORY_COLUMNS)
+    values = ", ".join(f":{c}" for c in MEMORY_COLUMNS)
+    assignments = ", ".join(f"{c} = :{c}" for c in MEMORY_COLUMNS if c != "id")
+    updates, inserts, deletes = [], [], []
+    for transition, current in pairs:
+        target = transition.target
+        if _is_hot(current) and _is_hot(target):
+            updates.append(target)
+        elif _is_hot(current):
+            deletes.append((transition.memory_id,))
+        elif _is_hot(target):
+            inserts.append({name: target[name] for name in MEMORY_COLUMNS})  # type: ignore[index]
+    # Deletes and demotions first, so a new current entry never collides with the old one
+    # in the unique index of current keys.
+    conn.executemany("DELETE FROM memories WHERE id = ?", deletes)
+    ordered = sorted(updates, key=lambda image: image["state"] in ("active", "pending_review"))
+    conn.executemany(f"UPDATE memories SET {assignments} WHERE id = :id", ordered)
+    conn.executemany(f"INSERT INTO memories ({names}) VALUES ({values})", inserts)
+
+
+def reconcile(storage: Storage) -> int:
+    """Settle moves a crash interrupted (see the module docstring). Returns entries fixed.
+
+    Must run under the hot write lock; :func:`apply` and the job runner call it.
+    """
+    cold = storage.cold(create=False)
+    if cold is None:
+        return 0
+    marked = [row["id"] for row in cold.query("SELECT id FROM moves_in_flight")]
+    if not marked:
+        return 0
+    stale = list(storage.hot_images(marked))
+    _clear_cold(storage, stale, marked)
+    return len(stale)
+
+
+def reconcile_now(storage: Storage) -> int:
+    """Run :func:`reconcile` under its own hot write lock."""
+    with storage.lock, immediate_transaction(storage.hot):
+        return reconcile(storage)
+
+
+def apply(
+    storage: Storage,
+    transitions: Sequence[Transition],
+    *,
+    actor: str,
+    now: datetime,
+    run_id: str | None = None,
+    dry_run: bool = False,
+) -> list[Outcome]:
+    """Apply transitions whose entries are still as expected; log each in the same commit."""
+    if not transitions:
+        return []
+    ids = [t.memory_id for t in transitions]
+    if len(set(ids)) != len(ids):
+        raise ValueError("one batch of transitions may name each memory only once")
+    stamp = to_db(now)
+    with storage.lock:
+        if dry_run:
+            current = storage.current_images(ids)
+            return [
+                Outcome(t, current.get(t.memory_id) == t.expected, current.get(t.memory_id))
+                for t in transitions
+            ]
+        touches_cold = any(_is_cold(t.target) or _is_cold(t.expected) for t in transitions)
+        if touches_cold and storage.hot.conn.in_transaction:
+            raise RuntimeError("moves to or from cold storage need their own transaction")
+        hot_committed = False
+        marks: list[str] = []
+        removed_from_cold: list[str] = []
+        try:
+            with immediate_transaction(storage.hot):
+                if touches_cold:
+                    reconcile(storage)
+                current = storage.current_images(ids)
+                pairs = [(t, current.get(t.memory_id)) for t in transitions]
+                ready = [(t, cur) for t, cur in pairs if cur == t.expected]
+                into_cold = [t.target for t, cur in ready if _is_cold(t.target)]
+                marks = [t.memory_id for t, cur in ready if _is_cold(cur) != _is_cold(t.target)]
+                removed_from_cold = [
+                    t.memory_id for t, cur in ready if _is_cold(cur) and not _is_cold(t.target)
+                ]
+                if into_cold or marks:
+                    _write_cold(storage, into_cold, marks, stamp)  # type: ignore[arg-type]
+                    step_hook("cold-written")
+                _write_hot(storage, ready)
+                insert_changes(
+                    storage.hot,
+                    (
+                        change_row(
+                            at=stamp,
+                            actor=actor,
+                            run_id=run_id,
+                            action=t.action,
+                            reason=t.reason,
+                            before=cur,
+                            after=t.target,
+                            source=t.source,
+                            details=t.details,
+                        )
+                        for t, cur in ready
+                    ),
+                )
+                step_hook("hot-written")
+            hot_committed = True
+            step_hook("hot-committed")
+            if marks:
+                _clear_cold(storage, removed_from_cold, marks)
+                step_hook("cold-cleared")
+        except BaseException:
+            if marks and not hot_committed:
+                # The hot side rolled back: the cold copies written for it are stale.
+                reconcile_now(storage)
+            raise
+        return [Outcome(t, cur == t.expected, cur) for t, cur in pairs]
