@@ -1,0 +1,55 @@
+"""Shared fixtures: every test gets its own temporary user directories and database.
+
+An autouse fixture points the per-user data and config directories (and every MEMKEEPER_*
+variable) at a temporary directory, so no test can touch a real user's memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memkeeper import MemoryStore
+from memkeeper.config import Config
+from memkeeper.logs import configure
+
+T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    for name in list(os.environ):
+        if name.startswith("MEMKEEPER_") or name in ("ZHIPUAI_API_KEY", "ZHIPUAI_BASE_URL",
+                                                     "NOTIFY_SOCKET", "JOURNAL_STREAM"):
+            monkeypatch.delenv(name, raising=False)
+    return home
+
+
+@pytest.fixture(autouse=True)
+def quiet_logs() -> None:
+    configure(level="warning", fmt="console")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def config() -> Config:
+    return Config()
+
+
+@pytest.fixture
+def store(db_path: Path, config: Config) -> Iterator[MemoryStore]:
+    memory = MemoryStore(db_path, config=config)
+    yield memory
+    memory.close()
