@@ -31,14 +31,6 @@ def user_config_dir() -> Path:
     return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
 
 
-def default_db_path() -> Path:
-    """The database path used when neither ``--db`` nor a config value is given."""
-    env = os.environ.get(ENV_DB)
-    if env:
-        return Path(env).expanduser()
-    return user_data_dir() / DB_FILENAME
-
-
 def default_config_path() -> Path:
     """The config file path used when ``--config`` is not given."""
     env = os.environ.get(ENV_CONFIG)

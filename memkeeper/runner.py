@@ -108,7 +108,7 @@ def new_run_id(job: str, now: datetime) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{job}-{secrets.token_hex(2)}"
 
 
-def _record_start(
+def record_run_start(
     store: MemoryStore,
     run_id: str,
     job: str,
@@ -124,7 +124,7 @@ def _record_start(
         )
 
 
-def _record_end(store: MemoryStore, result: JobResult) -> None:
+def record_run_end(store: MemoryStore, result: JobResult) -> None:
     counts = {
         "changes": dict(result.counts),
         "skipped_entries": result.skipped_entries,
@@ -181,7 +181,7 @@ def run_job(
     status, error = "ok", None
     try:
         if not dry_run:
-            _record_start(store, run_id, name, trigger, now, scheduled_for)
+            record_run_start(store, run_id, name, trigger, now, scheduled_for)
             fixed = reconcile_now(store.storage)
             if fixed:
                 bound.warning("settled interrupted moves", entries=fixed)
@@ -212,7 +212,7 @@ def run_job(
             changes=list(ctx.planned),
         )
         if not dry_run:
-            _record_end(store, result)
+            record_run_end(store, result)
     finally:
         lock.release()
     bound.info(

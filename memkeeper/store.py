@@ -10,6 +10,7 @@ threads of one process (an internal lock). Every change to a memory goes through
 from __future__ import annotations
 
 import builtins
+import os
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
@@ -24,7 +25,7 @@ from memkeeper.config import Config
 from memkeeper.db import immediate_transaction
 from memkeeper.errors import InvalidInput, NotFound
 from memkeeper.forgetting import erase
-from memkeeper.paths import cold_path_for, default_db_path
+from memkeeper.paths import DB_FILENAME, ENV_DB, cold_path_for, user_data_dir
 from memkeeper.records import (
     KEYED_KINDS,
     Change,
@@ -56,13 +57,20 @@ def new_memory_id() -> str:
 
 
 def resolve_paths(path: str | Path | None, config: Config) -> tuple[Path, Path]:
-    """The hot and cold file paths: argument, else config, else MEMKEEPER_DB / the default."""
+    """The hot and cold file paths.
+
+    The hot file: the ``path`` argument (``--db``), else ``MEMKEEPER_DB``, else the config's
+    ``database.path``, else ``memory.db`` in the per-user data directory. The cold file: the
+    config's ``database.cold_path``, else ``<hot name>-cold.db`` beside the hot file.
+    """
     if path is not None and str(path) != "":
         hot = Path(path).expanduser()
+    elif os.environ.get(ENV_DB):
+        hot = Path(os.environ[ENV_DB]).expanduser()
     elif config.database.path:
         hot = Path(config.database.path).expanduser()
     else:
-        hot = default_db_path()
+        hot = user_data_dir() / DB_FILENAME
     cold = Path(config.database.cold_path).expanduser() if config.database.cold_path else None
     return hot, cold or cold_path_for(hot)
 

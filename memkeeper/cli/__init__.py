@@ -104,8 +104,8 @@ def parse_now(_ctx: click.Context, _param: click.Parameter, value: str | None) -
 @click.option(
     "--db",
     type=click.Path(dir_okay=False, path_type=str),
-    help="Memory database file. Default: MEMKEEPER_DB, else config database.path, else "
-    "memory.db in the per-user data directory.",
+    help="Memory database file. Default: MEMKEEPER_DB, else database.path in the config, "
+    "else memory.db in the per-user data directory.",
 )
 @click.option(
     "--config",

@@ -1,2 +1,233 @@
-def register(group):
-    pass
+"""Commands that run and correct the maintenance jobs: run-once, review, restore, undo."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+import click
+
+from memkeeper import curation
+from memkeeper.cli import App, json_option, pass_app, print_json
+from memkeeper.cli.render import memory_table
+from memkeeper.clock import system_now
+from memkeeper.errors import JobFailed
+from memkeeper.jobs import ORDER
+from memkeeper.runner import JobResult, RunReport, run_once
+from memkeeper.undo import undo_run
+
+PROGRESS_THRESHOLD = 1000  # candidates: smaller runs finish before a display would help
+FUTURE_TOLERANCE = timedelta(minutes=5)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """SIGINT/SIGTERM ask the running job to finish its batch and stop."""
+    event = threading.Event()
+
+    def handler(signum: int, _frame: object) -> None:
+        event.set()
+        click.echo(
+            f"memkeeper: {signal.Signals(signum).name}: finishing the current batch", err=True
+        )
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield event
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class TerminalProgress:
+    """A one-line progress display on a terminal, for runs with many candidates."""
+
+    def __init__(self) -> None:
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, job: str, done: int, total: int | None) -> None:
+        if total is None or total < PROGRESS_THRESHOLD:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < 0.2:
+            return
+        self._last = now
+        self._shown = True
+        sys.stderr.write(f"\r{job}: {done}/{total} ({100 * done // max(total, 1)}%)   ")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _summary_line(result: JobResult) -> str:
+    counts = ", ".join(f"{label} {n}" for label, n in sorted(result.counts.items()))
+    verb = "would change" if result.dry_run else "changed"
+    text = f"{result.job:<10} {result.status:<11} {verb} {result.total_changes}"
+    if counts:
+        text += f" ({counts})"
+    if result.skipped_entries:
+        text += f"; {result.skipped_entries} left alone (used or changed meanwhile)"
+    if result.stats:
+        text += "; " + ", ".join(f"{k} {v}" for k, v in result.stats.items())
+    if result.error:
+        text += f"; {result.error}"
+    if not result.dry_run:
+        text += f"  [run {result.run_id}]"
+    return text
+
+
+def _print_report(report: RunReport) -> None:
+    for result in report.results:
+        click.echo(_summary_line(result))
+        if result.dry_run:
+            for change in result.changes:
+                owner = change.user_id + (f"/{change.namespace}" if change.namespace else "")
+                what = f"{change.kind} {change.key!r}" if change.key else change.kind
+                click.echo(
+                    f"    would {change.label:<24} {change.memory_id}  {owner} {what}: "
+                    f"{change.reason}"
+                )
+
+
+@click.command("run-once")
+@click.option(
+    "--job",
+    "jobs",
+    multiple=True,
+    type=click.Choice(ORDER),
+    help="Run only this job (repeatable). Default: every enabled job.",
+)
+@click.option("--dry-run", is_flag=True, help="Change nothing; print what would change and why.")
+@click.option("--yes", is_flag=True, help="Allow a real run with --now in the future.")
+@json_option
+@pass_app
+def run_once_command(
+    app: App, jobs: tuple[str, ...], dry_run: bool, yes: bool, as_json: bool
+) -> None:
+    """Run the maintenance jobs once, now.
+
+    Jobs run in this order: settle, expire, demote, prune, summarize. Exit 0 when every job
+    succeeded (or was skipped), 4 when one failed, 75 when another run holds the job lock
+    longer than service.lock_wait_seconds. With --now and --dry-run this is a what-if
+    preview: memkeeper --now 2027-03-01 run-once --dry-run.
+    """
+    if app.now and app.now > system_now() + FUTURE_TOLERANCE and not dry_run and not yes:
+        raise click.UsageError(
+            f"--now {app.now.isoformat()} is in the future: a real run would change memory as "
+            "if that time had come. Add --dry-run to preview, or --yes to do it anyway."
+        )
+    store = app.store()
+    progress = TerminalProgress() if sys.stderr.isatty() and not as_json else None
+    with stop_on_signals() as stop:
+        report = run_once(
+            store,
+            list(jobs) or None,
+            now=app.now,
+            dry_run=dry_run,
+            stop_event=stop,
+            progress=progress,
+        )
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        _print_report(report)
+    if not report.ok:
+        failed = [r.job for r in report.results if r.status == "failed"]
+        raise JobFailed(f"job(s) failed: {', '.join(failed)}")
+
+
+@click.group()
+def review() -> None:
+    """Entries pending review: list them, keep them, or drop them."""
+
+
+@review.command("list")
+@click.option("-u", "--user", help="Only this user's entries.")
+@click.option("-n", "--namespace", help="Only this namespace.")
+@json_option
+@pass_app
+def review_list(app: App, user: str | None, namespace: str | None, as_json: bool) -> None:
+    """List entries pending review (unused past their TTL)."""
+    memories = app.store().list_memories(user, namespace=namespace, state="pending_review")
+    if as_json:
+        print_json([memory.to_dict() for memory in memories])
+    else:
+        click.echo(memory_table(memories))
+
+
+def _report_curation(report: curation.CurationReport, verb: str, as_json: bool) -> None:
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        for memory_id in report.done:
+            click.echo(f"{verb} {memory_id}")
+        for memory_id, why in report.refused.items():
+            click.echo(f"not {verb} {memory_id}: {why}", err=True)
+    if report.refused and not report.done:
+        sys.exit(1)
+
+
+@review.command("keep")
+@click.argument("ids", nargs=-1, required=True)
+@json_option
+@pass_app
+def review_keep(app: App, ids: tuple[str, ...], as_json: bool) -> None:
+    """Keep entries: active again and re-confirmed."""
+    _report_curation(curation.keep(app.store(), ids), "kept", as_json)
+
+
+@review.command("drop")
+@click.argument("ids", nargs=-1, required=True)
+@json_option
+@pass_app
+def review_drop(app: App, ids: tuple[str, ...], as_json: bool) -> None:
+    """Drop entries: retire them to cold storage now."""
+    _report_curation(curation.drop(app.store(), ids), "dropped", as_json)
+
+
+@click.command()
+@click.argument("ids", nargs=-1, required=True)
+@json_option
+@pass_app
+def restore(app: App, ids: tuple[str, ...], as_json: bool) -> None:
+    """Bring entries back from cold storage, active and re-confirmed."""
+    _report_curation(curation.restore(app.store(), ids), "restored", as_json)
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--dry-run", is_flag=True, help="Show what would be reverted; change nothing.")
+@json_option
+@pass_app
+def undo(app: App, run_id: str, dry_run: bool, as_json: bool) -> None:
+    """Revert every change of RUN_ID, newest first, as a new logged run.
+
+    Entries changed since that run are left alone and reported as conflicts; undoing twice
+    is harmless. Erasures (forget) cannot be undone.
+    """
+    report = undo_run(app.store(), run_id, now=app.now, dry_run=dry_run)
+    if as_json:
+        print_json(report.to_dict())
+        return
+    verb = "would revert" if dry_run else "reverted"
+    click.echo(
+        f"{verb} {len(report.reverted)} change(s) of run {run_id}"
+        + ("" if dry_run else f" [run {report.run_id}]")
+    )
+    if report.already_undone:
+        click.echo(f"  already undone: {len(report.already_undone)}")
+    for change_id, why in report.conflicts.items():
+        click.echo(f"  conflict: change #{change_id}: {why}")
+    if report.irreversible:
+        click.echo(f"  cannot undo (erasures): {len(report.irreversible)}")
+
+
+def register(group: click.Group) -> None:
+    for command in (run_once_command, review, restore, undo):
+        group.add_command(command)

@@ -1,0 +1,183 @@
+"""Undo: revert every change of one run, newest first, as a new logged run.
+
+Each change-log row holds the entry's whole image before and after. Undoing a change means
+moving the entry from its ``after`` image back to its ``before`` image through the shared
+transition mechanism — so it is guarded and logged like any other change:
+
+* the entry is exactly as the run left it → it goes back to the before image;
+* it is already back at the before image → nothing to do ("already undone"), so undoing
+  twice is harmless;
+* anything else (recalled, re-confirmed, changed by a later run) → left alone and reported
+  as a conflict; so is restoring a current value whose key has since got another one.
+
+Erasures (``forget``) cannot be undone: their content is gone by design. When undo removes a
+summary note, the messages it summarized are unmarked and return to ``history()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memkeeper.db import immediate_transaction
+from memkeeper.errors import NotFound
+from memkeeper.jobkit import JobContext
+from memkeeper.locks import jobs_lock
+from memkeeper.records import Change
+from memkeeper.runner import JobResult, new_run_id, record_run_end, record_run_start
+from memkeeper.store import MemoryStore
+from memkeeper.transitions import Transition, apply, reconcile_now
+
+UNDO_JOB = "undo"
+
+
+@dataclass
+class UndoReport:
+    """What an undo did: the new run, reverted changes, and what it left alone and why."""
+
+    run_id: str
+    undone_run: str
+    dry_run: bool
+    reverted: list[int] = field(default_factory=list)
+    already_undone: list[int] = field(default_factory=list)
+    conflicts: dict[int, str] = field(default_factory=dict)
+    irreversible: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "undone_run": self.undone_run,
+            "dry_run": self.dry_run,
+            "reverted": self.reverted,
+            "already_undone": self.already_undone,
+            "conflicts": {str(k): v for k, v in self.conflicts.items()},
+            "irreversible": self.irreversible,
+        }
+
+
+def _key_conflict(store: MemoryStore, change: Change) -> str | None:
+    """Why restoring ``change.before`` would clash with another current value, if it would."""
+    before = change.before
+    if not before or before["key"] is None or before["state"] not in ("active", "pending_review"):
+        return None
+    holder = store._current(before["user_id"], before["namespace"], before["kind"], before["key"])
+    if holder is not None and holder["id"] != change.memory_id:
+        return f"key {before['key']!r} now has another current value ({holder['id']})"
+    return None
+
+
+def _unmark_summarized(store: MemoryStore, note_id: str) -> None:
+    store.storage.hot.conn.execute(
+        "UPDATE messages SET summarized_at = NULL, summary_id = NULL WHERE summary_id = ?",
+        [note_id],
+    )
+
+
+def _revert(store: MemoryStore, change: Change, ctx: JobContext) -> bool:
+    transition = Transition(
+        change.memory_id,  # type: ignore[arg-type]
+        change.after,
+        change.before,
+        "undo",
+        f"undo of change #{change.id} ({change.action}) of run {change.run_id}",
+        details={"undoes_change": change.id, "undoes_run": change.run_id},
+    )
+    removes_hot_entry = (
+        change.before is None and change.after is not None and change.after["state"] != "cold"
+    )
+    if ctx.dry_run or not removes_hot_entry:
+        outcome = apply(
+            store.storage,
+            [transition],
+            actor=ctx.actor,
+            now=ctx.now,
+            run_id=ctx.run_id,
+            dry_run=ctx.dry_run,
+        )[0]
+        return outcome.applied
+    with store.storage.lock, immediate_transaction(store.storage.hot):
+        outcome = apply(
+            store.storage, [transition], actor=ctx.actor, now=ctx.now, run_id=ctx.run_id
+        )[0]
+        if outcome.applied:
+            _unmark_summarized(store, change.memory_id)  # type: ignore[arg-type]
+    return outcome.applied
+
+
+def undo_run(
+    store: MemoryStore,
+    run_id: str,
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    lock_wait_seconds: float | None = None,
+) -> UndoReport:
+    """Revert run ``run_id``'s changes, newest first, as a new run (job ``undo``)."""
+    changes = store.changes(run_id=run_id, newest_first=True)
+    known = store.storage.hot.execute(
+        "SELECT 1 FROM job_runs WHERE run_id = ?", [run_id]
+    ).fetchone()
+    if not changes and not known:
+        raise NotFound(f"no run {run_id!r} in the job runs or the change log")
+    moment = now or store.now()
+    report = UndoReport(new_run_id(UNDO_JOB, moment), run_id, dry_run)
+    ctx = JobContext(
+        store=store,
+        job=UNDO_JOB,
+        config=store.config.jobs,
+        now=moment,
+        run_id=report.run_id,
+        dry_run=dry_run,
+    )
+    lock = jobs_lock(store.path)
+    if not dry_run:
+        wait = store.config.service.lock_wait_seconds
+        lock.acquire(wait if lock_wait_seconds is None else lock_wait_seconds)
+    try:
+        if not dry_run:
+            record_run_start(store, report.run_id, UNDO_JOB, "manual", moment, None)
+            reconcile_now(store.storage)
+        for change in changes:
+            if change.memory_id is None or change.action == "forget":
+                report.irreversible.append(change.id)
+                continue
+            current = store.storage.current_images([change.memory_id]).get(change.memory_id)
+            if current == change.before:
+                report.already_undone.append(change.id)
+                continue
+            if current != change.after:
+                report.conflicts[change.id] = "changed since that run"
+                continue
+            clash = _key_conflict(store, change)
+            if clash:
+                report.conflicts[change.id] = clash
+                continue
+            if _revert(store, change, ctx):
+                report.reverted.append(change.id)
+            else:
+                report.conflicts[change.id] = "changed while undoing"
+        if not dry_run:
+            record_run_end(
+                store,
+                JobResult(
+                    job=UNDO_JOB,
+                    run_id=report.run_id,
+                    trigger="manual",
+                    status="ok",
+                    dry_run=False,
+                    started_at=moment,
+                    finished_at=moment,
+                    counts={"undo": len(report.reverted)},
+                    skipped_entries=len(report.conflicts),
+                    stats={
+                        "undone_run": run_id,
+                        "already_undone": len(report.already_undone),
+                        "conflicts": len(report.conflicts),
+                    },
+                    error=None,
+                ),
+            )
+    finally:
+        lock.release()
+    return report
