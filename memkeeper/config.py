@@ -40,8 +40,8 @@ def _check_schedule(value: str) -> str:
 class DatabaseSection(_Section):
     path: str = Field(
         "",
-        description="Path of the hot memory database. Empty: MEMKEEPER_DB, else "
-        "memory.db in the per-user data directory. --db overrides it.",
+        description="Path of the hot memory database, used when neither --db nor MEMKEEPER_DB "
+        "is given. Empty: memory.db in the per-user data directory.",
     )
     cold_path: str = Field(
         "",
