@@ -5,8 +5,10 @@ which run (for jobs), what (the action), to which memory, why (a human reason), 
 source, and the entry's whole image before and after. Those images are what make ``explain``
 and ``undo`` work for every job without job-specific code.
 
-Usage marks (a recall bumping ``last_accessed_at`` and ``access_count`` of an active entry) are
-reads, not changes, and are not logged; a recall that changes an entry's state is.
+A recall is logged too (action ``recall``): it changes the entry's ``last_accessed_at`` and
+``access_count``, which decide what expires. So each entry's rows form an unbroken chain —
+every row's before image is the previous row's after image — and replaying the log gives the
+exact current state. ``explain`` folds runs of recalls into one line.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from memkeeper.schema import COLD_COLUMNS, MEMORY_COLUMNS
 # Human verbs for each action, used by explain and the run summaries.
 ACTION_VERBS = {
     "create": "created",
+    "recall": "recalled",
     "reconfirm": "re-confirmed",
     "supersede": "superseded",
     "renew": "renewed",
@@ -160,6 +163,8 @@ def describe_change(change: Change) -> str:
     what = change.reason
     after = change.after or {}
     before = change.before or {}
+    if change.action == "retire" and after.get("cold_reason"):
+        verb = f"{verb} ({after['cold_reason']})"
     if change.action == "create" and after:
         what = (
             f"{what}; value {_quote(after.get('value'))}, confidence {after.get('confidence')}"
@@ -173,6 +178,31 @@ def describe_change(change: Change) -> str:
         what += f" (confidence {before.get('confidence')} → {after.get('confidence')})"
     source = f", source {_quote(change.source, 40)}" if change.source else ""
     return f"{when}  {verb}: {what} — {who}{source}"
+
+
+def _history_lines(changes: Sequence[Change]) -> list[str]:
+    """Describe changes, folding each run of consecutive recalls into one line."""
+    lines: list[str] = []
+    index = 0
+    while index < len(changes):
+        change = changes[index]
+        end = index
+        while (
+            change.action == "recall"
+            and end + 1 < len(changes)
+            and changes[end + 1].action == "recall"
+        ):
+            end += 1
+        if end > index:
+            last = changes[end]
+            lines.append(
+                f"{change.at:%Y-%m-%d %H:%M} UTC  recalled {end - index + 1} times, the last on "
+                f"{last.at:%Y-%m-%d %H:%M} UTC — {change.actor}"
+            )
+        else:
+            lines.append(describe_change(change))
+        index = end + 1
+    return lines
 
 
 def explain(memory: Memory | None, changes: Sequence[Change], memory_id: str) -> str:
@@ -196,7 +226,7 @@ def explain(memory: Memory | None, changes: Sequence[Change], memory_id: str) ->
         lines.append(f"Memory {memory_id} — not found")
     if changes:
         lines.append("History:")
-        lines.extend(f"  {describe_change(change)}" for change in changes)
+        lines.extend(f"  {line}" for line in _history_lines(changes))
     else:
         lines.append("History: no changes recorded")
     return "\n".join(lines)

@@ -402,7 +402,8 @@ class MemoryStore:
         """The current value of ``key`` (None when absent), marked as used.
 
         A pending-review entry is renewed to active; an entry found only in cold storage is
-        brought back to active. Both are logged; marking an active entry used is not.
+        brought back to active. Every recall is a logged change (action ``recall``, ``renew``
+        or ``restore``), so the change log holds an entry's complete history.
         """
         user_id, namespace = self._owner(user_id, namespace)
         key = self._key(key)
@@ -421,30 +422,18 @@ class MemoryStore:
                     image = image_of(found)
                     target = used_image(image, now)
                     if image["state"] == "pending_review":
-                        target = hot_image(target, "active", now)
-                        self._apply(
-                            [
-                                Transition(
-                                    image["id"],
-                                    image,
-                                    target,
-                                    "renew",
-                                    "recalled while pending review",
-                                )
-                            ],
-                            "recall",
+                        transition = Transition(
+                            image["id"],
+                            image,
+                            hot_image(target, "active", now),
+                            "renew",
+                            "recalled while pending review",
                         )
                     else:
-                        self._mark_used(target)
-                    return Memory.from_image(target)
+                        transition = Transition(image["id"], image, target, "recall", "recalled")
+                    self._apply([transition], "recall")
+                    return Memory.from_image(transition.target)  # type: ignore[arg-type]
             return self._recall_from_cold(user_id, namespace, key, kinds)
-
-    def _mark_used(self, image: Image) -> None:
-        self.storage.hot.conn.execute(
-            "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ?"
-            " WHERE id = ?",
-            [image["last_accessed_at"], image["access_count"], image["last_used_at"], image["id"]],
-        )
 
     def _recall_from_cold(
         self, user_id: str, namespace: str, key: str, kinds: Sequence[str]
