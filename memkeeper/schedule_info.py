@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -14,7 +14,10 @@ from memkeeper.records import JobRun
 def next_run_time(schedule: str, timezone: str, now: datetime) -> datetime:
     """The first time strictly after ``now`` at which ``schedule`` fires, in UTC."""
     trigger = parse_schedule(schedule, ZoneInfo(timezone))
-    fire = trigger.get_next_fire_time(None, now.astimezone(ZoneInfo(timezone)))
+    # APScheduler's answer includes ``now`` itself when it matches; a microsecond later is
+    # strictly after and still before any following whole-second fire time.
+    after = (now + timedelta(microseconds=1)).astimezone(ZoneInfo(timezone))
+    fire = trigger.get_next_fire_time(None, after)
     assert fire is not None
     return fire.astimezone(UTC)
 

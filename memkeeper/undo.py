@@ -10,8 +10,9 @@ transition mechanism — so it is guarded and logged like any other change:
 * anything else (recalled, re-confirmed, changed by a later run) → left alone and reported
   as a conflict; so is restoring a current value whose key has since got another one.
 
-Erasures (``forget``) cannot be undone: their content is gone by design. When undo removes a
-summary note, the messages it summarized are unmarked and return to ``history()``.
+Erasures cannot be undone: ``forget`` deletes an entry's change-log rows with its content, so
+a forgotten entry is simply absent from the run it was part of. When undo removes a summary
+note, the messages it summarized are unmarked and return to ``history()``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ class UndoReport:
     reverted: list[int] = field(default_factory=list)
     already_undone: list[int] = field(default_factory=list)
     conflicts: dict[int, str] = field(default_factory=dict)
-    irreversible: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,7 +52,6 @@ class UndoReport:
             "reverted": self.reverted,
             "already_undone": self.already_undone,
             "conflicts": {str(k): v for k, v in self.conflicts.items()},
-            "irreversible": self.irreversible,
         }
 
 
@@ -139,8 +138,7 @@ def undo_run(
             record_run_start(store, report.run_id, UNDO_JOB, "manual", moment, None)
             reconcile_now(store.storage)
         for change in changes:
-            if change.memory_id is None or change.action == "forget":
-                report.irreversible.append(change.id)
+            if change.memory_id is None:
                 continue
             current = store.storage.current_images([change.memory_id]).get(change.memory_id)
             if current == change.before:

@@ -16,7 +16,7 @@ from memkeeper import curation
 from memkeeper.cli import App, json_option, pass_app, print_json
 from memkeeper.cli.render import memory_table
 from memkeeper.clock import system_now
-from memkeeper.errors import JobFailed
+from memkeeper.errors import JobFailed, MemkeeperError
 from memkeeper.jobs import ORDER
 from memkeeper.runner import JobResult, RunReport, run_once
 from memkeeper.undo import undo_run
@@ -170,7 +170,7 @@ def _report_curation(report: curation.CurationReport, verb: str, as_json: bool) 
         for memory_id, why in report.refused.items():
             click.echo(f"not {verb} {memory_id}: {why}", err=True)
     if report.refused and not report.done:
-        sys.exit(1)
+        raise MemkeeperError(f"nothing {verb}")
 
 
 @review.command("keep")
@@ -224,8 +224,6 @@ def undo(app: App, run_id: str, dry_run: bool, as_json: bool) -> None:
         click.echo(f"  already undone: {len(report.already_undone)}")
     for change_id, why in report.conflicts.items():
         click.echo(f"  conflict: change #{change_id}: {why}")
-    if report.irreversible:
-        click.echo(f"  cannot undo (erasures): {len(report.irreversible)}")
 
 
 def register(group: click.Group) -> None:
