@@ -1,0 +1,134 @@
+"""The job commands through the CLI: run-once, previews, review, restore, undo, explain."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memkeeper.cli import main
+from memkeeper.cli.jobs_cmd import TerminalProgress
+from memkeeper.jobkit import Job
+from memkeeper.locks import jobs_lock
+
+
+@pytest.fixture
+def cli(db_path: Path, capsys):
+    """Run the CLI on the test database; returns (exit code, stdout, stderr)."""
+
+    def invoke(*args: str, now: str | None = None):
+        argv = ["--db", str(db_path)]
+        if now:
+            argv += ["--now", now]
+        code = main([*argv, *args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
+
+
+def _memory_id(cli, *args: str, now: str) -> str:
+    code, out, _ = cli("remember", *args, "--json", now=now)
+    assert code == 0
+    return json.loads(out)["id"]
+
+
+def test_what_if_preview_explain_review_restore_and_undo(cli) -> None:
+    city = _memory_id(cli, "alice", "city", "Beijing", now="2026-01-01T08:00:00Z")
+    team = _memory_id(cli, "alice", "team", "blue", now="2026-01-01T08:00:00Z")
+
+    code, out, _ = cli("run-once", "--dry-run", now="2026-07-01T03:00:00Z")
+    assert code == 0
+    assert "would expire" in out and city in out
+    assert "unused 180 days > TTL 180 days (fact); pending review" in out
+    code, out, _ = cli("list", "--state", "pending_review")
+    assert out.strip() == "(no memories)"
+
+    code, out, _ = cli("run-once", "--job", "expire", now="2026-07-01T03:00:00Z")
+    assert code == 0 and "changed 2 (expire 2)" in out
+    run_id = out.split("[run ")[1].split("]")[0]
+
+    code, out, _ = cli("log", "--run", run_id, "--json")
+    assert {c["memory_id"] for c in json.loads(out)} == {city, team}
+
+    code, out, _ = cli("explain", city)
+    assert "expired: unused 180 days > TTL 180 days (fact)" in out
+    assert f"job:expire, run {run_id}" in out
+
+    code, out, _ = cli("review", "list")
+    assert city in out and team in out
+    assert cli("review", "keep", city, now="2026-07-02T00:00:00Z")[0] == 0
+    assert cli("review", "drop", team, now="2026-07-02T00:00:00Z")[0] == 0
+    code, out, _ = cli("get", team, "--json")
+    assert json.loads(out)["state"] == "cold" and json.loads(out)["cold_reason"] == "dropped"
+    code, _out, err = cli("review", "keep", team)
+    assert code == 1 and "not pending review (it is cold)" in err
+
+    code, out, _ = cli("restore", team, now="2026-07-03T00:00:00Z")
+    assert code == 0 and f"restored {team}" in out
+    code, out, _ = cli("get", team, "--json")
+    assert json.loads(out)["state"] == "active"
+
+    code, out, _ = cli("undo", run_id)
+    assert code == 0 and "reverted 0 change(s)" in out and "conflict" in out
+
+
+def test_a_real_run_in_the_future_needs_yes(cli) -> None:
+    future = (datetime.now(UTC) + timedelta(days=400)).isoformat()
+    code, _out, err = cli("run-once", now=future)
+    assert code == 2 and "--dry-run" in err and "--yes" in err
+    assert cli("run-once", "--dry-run", now=future)[0] == 0
+    code, out, _ = cli("run-once", "--yes", "--json", now=future)
+    assert code == 0 and json.loads(out)["ok"] is True
+
+
+def test_json_summary_is_one_object_with_counts(cli) -> None:
+    _memory_id(cli, "u", "k", "v", now="2026-01-01T00:00:00Z")
+    code, out, _ = cli("run-once", "--dry-run", "--json", now="2026-12-01T00:00:00Z")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] is True
+    expire = next(job for job in data["jobs"] if job["job"] == "expire")
+    assert expire["counts"] == {"expire": 1} and expire["dry_run"] is True
+    assert "changes" not in expire
+
+
+def test_a_failing_job_is_recorded_and_exits_4_while_others_run(cli, monkeypatch) -> None:
+    from memkeeper.jobs import REGISTRY
+
+    def broken(_ctx) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setitem(REGISTRY, "demote", Job("demote", "broken for the test", broken))
+    code, out, err = cli("run-once", "--json")
+    assert code == 4 and "demote" in err
+    jobs = {job["job"]: job for job in json.loads(out)["jobs"]}
+    assert jobs["demote"]["status"] == "failed" and "disk on fire" in jobs["demote"]["error"]
+    assert jobs["prune"]["status"] == "ok" and jobs["expire"]["status"] == "ok"
+    code, out, _ = cli("status", "--json")
+    last = {job["job"]: job["last_run"] for job in json.loads(out)["jobs"]}
+    assert last["demote"]["status"] == "failed"
+
+
+def test_run_once_waits_for_the_job_lock_then_exits_75(cli, db_path: Path, tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("[service]\nlock_wait_seconds = 0.3\n")
+    cli("status")  # create the database
+    with jobs_lock(db_path).hold():
+        code, _out, err = cli("--config", str(config), "run-once")
+    assert code == 75 and "job run lock" in err and "after waiting 0.3 s" in err
+    assert cli("--config", str(config), "run-once")[0] == 0
+
+
+def test_progress_is_shown_only_for_large_runs(capsys) -> None:
+    progress = TerminalProgress()
+    progress("expire", 10, 20)
+    assert capsys.readouterr().err == ""
+    progress("expire", 5000, 5000)
+    assert "expire: 5000/5000 (100%)" in capsys.readouterr().err
+
+
+def test_unknown_job_is_a_usage_error(cli) -> None:
+    code, _out, err = cli("run-once", "--job", "nonsense")
+    assert code == 2 and "nonsense" in err
