@@ -9,6 +9,7 @@ schema, fills it and migrates it forward.
 Indexes are chosen so that every maintenance rule finds what is due with a range scan:
 ``memories_due_by_use`` (state, kind, last use) serves expiry and demotion,
 ``memories_due_by_state`` (state, since when) serves the review grace period and settling,
+``memories_by_kind_state`` finds the users over the fact cap,
 ``messages_unsummarized`` serves summarization, and the partial unique index
 ``memories_current_key`` keeps at most one current (active or pending-review) entry per
 user, namespace, kind and key.
@@ -82,6 +83,7 @@ def _hot_initial(db: Database) -> None:
             ON memories (user_id, namespace, kind, key)
             WHERE state IN ('active', 'pending_review') AND key IS NOT NULL;
         CREATE INDEX memories_by_owner ON memories (user_id, namespace, kind, state);
+        CREATE INDEX memories_by_kind_state ON memories (kind, state, user_id, namespace);
         CREATE INDEX memories_by_key ON memories (user_id, namespace, key);
         CREATE INDEX memories_due_by_use ON memories (state, kind, last_used_at);
         CREATE INDEX memories_due_by_state ON memories (state, state_since);
