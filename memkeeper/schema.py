@@ -6,7 +6,9 @@ own migration set (sqlite-utils ``Migrations``); a new schema step is a new deco
 at the end of the list, never an edit to an old one, and gets a test that builds the older
 schema, fills it and migrates it forward.
 
-Indexes are chosen so that every maintenance rule finds what is due with a range scan:
+Indexes are chosen so that every maintenance rule finds what is due with a range scan, and
+end in ``id`` so that the jobs' keyset pagination on (time, id) seeks straight to the next
+batch even when many rows share a time:
 ``memories_due_by_use`` (state, kind, last use) serves expiry and demotion,
 ``memories_due_by_state`` (state, since when) serves the review grace period and settling,
 ``memories_by_kind_state`` finds the users over the fact cap,
@@ -85,9 +87,9 @@ def _hot_initial(db: Database) -> None:
         CREATE INDEX memories_by_owner ON memories (user_id, namespace, kind, state);
         CREATE INDEX memories_by_kind_state ON memories (kind, state, user_id, namespace);
         CREATE INDEX memories_by_key ON memories (user_id, namespace, key);
-        CREATE INDEX memories_due_by_use ON memories (state, kind, last_used_at);
-        CREATE INDEX memories_due_by_state ON memories (state, state_since);
-        CREATE INDEX memories_ttl_override ON memories (last_used_at)
+        CREATE INDEX memories_due_by_use ON memories (state, kind, last_used_at, id);
+        CREATE INDEX memories_due_by_state ON memories (state, state_since, id);
+        CREATE INDEX memories_ttl_override ON memories (ttl_days, last_used_at, id)
             WHERE ttl_days IS NOT NULL;
 
         CREATE TABLE messages (

@@ -155,12 +155,18 @@ def _write_hot(storage: Storage, pairs: Sequence[tuple[Transition, Image | None]
     conn = storage.hot.conn
     names = ", ".join(MEMORY_COLUMNS)
     values = ", ".join(f":{c}" for c in MEMORY_COLUMNS)
-    assignments = ", ".join(f"{c} = :{c}" for c in MEMORY_COLUMNS if c != "id")
-    updates, inserts, deletes = [], [], []
+    # Updates set only the columns that change, grouped by which ones: an index is rewritten
+    # only when a column it holds is assigned, so this keeps bulk transitions cheap.
+    updates: dict[tuple[bool, tuple[str, ...]], list[Image]] = {}
+    inserts, deletes = [], []
     for transition, current in pairs:
         target = transition.target
         if _is_hot(current) and _is_hot(target):
-            updates.append(target)
+            assert current is not None and target is not None
+            changed = tuple(c for c in MEMORY_COLUMNS if c != "id" and target[c] != current[c])
+            if changed:
+                becomes_current = target["state"] in ("active", "pending_review")
+                updates.setdefault((becomes_current, changed), []).append(target)
         elif _is_hot(current):
             deletes.append((transition.memory_id,))
         elif _is_hot(target):
@@ -168,8 +174,9 @@ def _write_hot(storage: Storage, pairs: Sequence[tuple[Transition, Image | None]
     # Deletes and demotions first, so a new current entry never collides with the old one
     # in the unique index of current keys.
     conn.executemany("DELETE FROM memories WHERE id = ?", deletes)
-    ordered = sorted(updates, key=lambda image: image["state"] in ("active", "pending_review"))
-    conn.executemany(f"UPDATE memories SET {assignments} WHERE id = :id", ordered)
+    for (_, changed), images in sorted(updates.items(), key=lambda item: item[0][0]):
+        assignments = ", ".join(f"{c} = :{c}" for c in changed)
+        conn.executemany(f"UPDATE memories SET {assignments} WHERE id = :id", images)
     conn.executemany(f"INSERT INTO memories ({names}) VALUES ({values})", inserts)
 
 
