@@ -8,11 +8,11 @@ and demotion, then the per-user cap (which counts what the others left), then su
 
 from __future__ import annotations
 
-from memkeeper.jobs import demote, expire, prune, settle
+from memkeeper.jobs import demote, expire, prune, settle, summarize
 
 from memkeeper.jobkit import Job
 
-_JOBS: tuple[Job, ...] = (settle.JOB, expire.JOB, demote.JOB, prune.JOB)
+_JOBS: tuple[Job, ...] = (settle.JOB, expire.JOB, demote.JOB, prune.JOB, summarize.JOB)
 
 REGISTRY: dict[str, Job] = {job.name: job for job in _JOBS}
 ORDER: tuple[str, ...] = tuple(REGISTRY)

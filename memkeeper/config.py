@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from memkeeper.cron import ScheduleError, to_apscheduler_crontab
+from memkeeper.cron import ScheduleError, parse_schedule
 from memkeeper.errors import ConfigError
 
 
@@ -31,7 +31,8 @@ class _Section(BaseModel):
 
 def _check_schedule(value: str) -> str:
     try:
-        to_apscheduler_crontab(value)
+        # Build the real trigger: rewriting the weekday alone let "61 3 * * *" through.
+        parse_schedule(value, "UTC")
     except ScheduleError as exc:
         raise ValueError(str(exc)) from None
     return value
@@ -165,14 +166,15 @@ class SummarizeJob(_Job):
     summarized_retention_days: int = Field(
         0,
         ge=0,
-        description="Days summarized messages are kept before deletion, in days; 0 keeps "
-        "them forever.",
+        description="How long summarized messages are kept (counted from when they were "
+        "summarized) before deletion, in days; 0 keeps them forever.",
     )
     input_budget_tokens: int = Field(
         6000,
-        gt=100,
-        description="Largest prompt sent in one call, in estimated tokens; longer histories "
-        "are summarized in chunks and the chunk summaries folded.",
+        ge=1000,
+        description="Largest prompt sent in one call, in estimated tokens (a CJK character "
+        "counts 1, other text 4 characters per token); longer histories are summarized in "
+        "chunks and the chunk summaries folded.",
     )
     min_summary_chars: int = Field(
         20, ge=1, description="Answers shorter than this many characters are rejected."
@@ -186,6 +188,15 @@ class SummarizeJob(_Job):
         400_000, gt=0, description="Most LLM tokens per user in one run."
     )
     max_concurrency: int = Field(4, gt=0, le=64, description="LLM calls in flight at once.")
+
+    @model_validator(mode="after")
+    def _keeps_fewer_than_due(self) -> SummarizeJob:
+        if self.keep_recent >= self.max_messages:
+            raise ValueError(
+                f"keep_recent ({self.keep_recent}) must be smaller than max_messages "
+                f"({self.max_messages}), or a due session would have nothing to summarize"
+            )
+        return self
 
 
 class JobsSection(_Section):
@@ -226,7 +237,14 @@ class LlmSection(_Section):
     temperature: float = Field(0.3, ge=0, le=2, description="Sampling temperature.")
     max_output_tokens: int = Field(1024, gt=0, description="Longest answer asked for, in tokens.")
     disable_thinking: bool = Field(
-        True, description='Send thinking={"type": "disabled"} (GLM models).'
+        True,
+        description='Send thinking={"type": "disabled"} (GLM models). Set false for endpoints '
+        "that refuse unknown parameters.",
+    )
+    json_mode: bool = Field(
+        True,
+        description='Send response_format={"type": "json_object"}. The summary is asked for as '
+        'JSON ({"summary": "..."}) either way; set false for endpoints without JSON mode.',
     )
 
 
