@@ -181,11 +181,15 @@ def status(app: App, as_json: bool) -> None:
             else "never run"
         )
         state = "" if job["enabled"] else " (disabled)"
-        extra = f"; {job['note']}" if job.get("note") else ""
         click.echo(
             f"  {job['job']:<10} {job['schedule']:<14} {last_text}; next "
-            f"{job['next_run'] or '-'}{state}{extra}"
+            f"{job['next_run'] or '-'}{state}"
         )
+        if last and last.get("error"):
+            click.echo(f"             {last['status']}: {last['error']}")
+        stats = (last or {}).get("counts", {}).get("stats")
+        if stats:
+            click.echo("             " + ", ".join(f"{k} {v}" for k, v in stats.items()))
 
 
 def register(group: click.Group) -> None:
