@@ -21,14 +21,20 @@ T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture(autouse=True)
-def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_user_dirs(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     for name in list(os.environ):
-        if name.startswith("MEMKEEPER_") or name in ("ZHIPUAI_API_KEY", "ZHIPUAI_BASE_URL",
-                                                     "NOTIFY_SOCKET", "JOURNAL_STREAM"):
+        if name.startswith("MEMKEEPER_") or name in (
+            "ZHIPUAI_API_KEY",
+            "ZHIPUAI_BASE_URL",
+            "NOTIFY_SOCKET",
+            "JOURNAL_STREAM",
+        ):
             monkeypatch.delenv(name, raising=False)
     return home
 
