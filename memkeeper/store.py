@@ -142,6 +142,18 @@ class MemoryStore:
     def _source(self, source: str) -> str:
         return validation.text("source", source, max_bytes=1024, allow_empty=True)
 
+    def _lookup(self, *fields: tuple[str, str | None]) -> None:
+        """Check ids and filters to look up are text SQLite can bind (None = no filter).
+
+        Without this, a lone surrogate (a non-UTF-8 command-line argument) escaped as a raw
+        UnicodeEncodeError from sqlite3 instead of InvalidInput.
+        """
+        for field, value in fields:
+            if value is not None:
+                validation.text(
+                    field, value, max_bytes=self.config.limits.max_value_bytes, allow_empty=True
+                )
+
     def _new_image(
         self,
         *,
@@ -467,6 +479,7 @@ class MemoryStore:
 
     def get(self, memory_id: str) -> Memory | None:
         """One memory by id, wherever it lives (hot or cold), with its state; None if absent."""
+        self._lookup(("memory_id", memory_id))
         with self.storage.lock:
             image = self.storage.current_images([memory_id]).get(memory_id)
         return Memory.from_image(image) if image else None
@@ -484,6 +497,7 @@ class MemoryStore:
             validation.choice("state", state, ("active", "pending_review", "superseded", "cold"))
         if kind is not None:
             validation.kind(kind)
+        self._lookup(("user_id", user_id), ("namespace", namespace))
         where, params = [], []
         for column, value in (("user_id", user_id), ("namespace", namespace), ("kind", kind)):
             if value is not None:
@@ -519,6 +533,7 @@ class MemoryStore:
     ) -> builtins.list[Message]:
         """A session's unsummarized messages, oldest first (the newest ``limit`` if given)."""
         user_id, namespace = self._owner(user_id, namespace)
+        self._lookup(("session_id", session_id))
         sql = (
             "SELECT * FROM messages WHERE user_id = ? AND namespace = ? AND session_id = ?"
             " AND summarized_at IS NULL ORDER BY id DESC"
@@ -638,6 +653,13 @@ class MemoryStore:
         newest_first: bool = False,
     ) -> builtins.list[Change]:
         """Change-log rows matching every given filter."""
+        self._lookup(
+            ("memory_id", memory_id),
+            ("run_id", run_id),
+            ("user_id", user_id),
+            ("namespace", namespace),
+            ("action", action),
+        )
         with self.storage.lock:
             return query_changes(
                 self.storage.hot,

@@ -52,6 +52,9 @@ def init(app: App) -> None:
     assert target is not None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # FileExistsError here means a FILE is in the directory's way
+        raise StorageUnwritable(f"cannot create {target}: {exc.strerror or exc}") from None
+    try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise StorageUnwritable(f"{target} already exists; config init never overwrites") from None

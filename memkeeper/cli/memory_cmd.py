@@ -16,7 +16,13 @@ from memkeeper.store import DEFAULT_CONFIDENCE
 @click.argument("key")
 @click.argument("value")
 @namespace_option
-@click.option("--kind", type=click.Choice(KEYED_KINDS), default="fact", show_default=True)
+@click.option(
+    "--kind",
+    type=click.Choice(KEYED_KINDS),
+    default="fact",
+    show_default=True,
+    help="A fact (name, city) or a preference (style); notes use 'note'.",
+)
 @click.option(
     "--confidence",
     type=click.FloatRange(0, 1),
