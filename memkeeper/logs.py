@@ -50,6 +50,14 @@ def _redact_value(value: Any) -> Any:
     return value
 
 
+def _drop_formatter_leftovers(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Drop ``message``/``asctime`` that another handler's Formatter set on a stdlib record
+    before ours saw it (ExtraAdder would copy them), so library lines keep our keys."""
+    event.pop("message", None)
+    event.pop("asctime", None)
+    return event
+
+
 def _redact_processor(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
     if not _secrets:
         return event
@@ -99,7 +107,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         cache_logger_on_first_use=False,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
+        foreign_pre_chain=[*shared, _drop_formatter_leftovers],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
     )
     handler = logging.StreamHandler(stream)
