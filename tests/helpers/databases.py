@@ -1,0 +1,92 @@
+"""Looking at memkeeper's two SQLite files from the outside, without going through memkeeper.
+
+Tests use these to assert what is really stored: every row of both files (to prove that a
+rejected operation wrote nothing), the raw bytes of every file (to prove that a forgotten
+value left no residue), and the change log as plain rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memkeeper.paths import cold_path_for
+
+T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+"""The tests' usual "now" (the same as conftest's)."""
+
+_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def database_files(hot_path: Path) -> list[Path]:
+    """Every file that exists on disk for the hot and cold database (with -wal, -shm...)."""
+    found = []
+    for base in (Path(hot_path), cold_path_for(Path(hot_path))):
+        for suffix in _SUFFIXES:
+            candidate = Path(f"{base}{suffix}")
+            if candidate.exists():
+                found.append(candidate)
+    return found
+
+
+def checkpoint_files(hot_path: Path) -> None:
+    """``PRAGMA wal_checkpoint(TRUNCATE)`` on both files (those that exist)."""
+    for base in (Path(hot_path), cold_path_for(Path(hot_path))):
+        if base.exists():
+            conn = sqlite3.connect(base)
+            try:
+                busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                assert busy == 0, f"checkpoint of {base} was blocked by another connection"
+            finally:
+                conn.close()
+
+
+def files_containing(hot_path: Path, needle: bytes) -> list[str]:
+    """Names of the database files (main, WAL, shm, both databases) whose bytes hold needle."""
+    return [path.name for path in database_files(hot_path) if needle in path.read_bytes()]
+
+
+def dump_databases(hot_path: Path) -> dict[str, list[str]]:
+    """Every table and row of both files as SQL text, by file name ([] when absent).
+
+    Two dumps compare equal exactly when both databases hold the same schema and rows, so a
+    test takes one before and one after an operation that must write nothing.
+    """
+    result: dict[str, list[str]] = {}
+    for path in (Path(hot_path), cold_path_for(Path(hot_path))):
+        if not path.exists():
+            result[path.name] = []
+            continue
+        conn = sqlite3.connect(path)
+        try:
+            result[path.name] = list(conn.iterdump())
+        finally:
+            conn.close()
+    return result
+
+
+def raw_rows(path: Path, table: str) -> list[dict[str, Any]]:
+    """Every row of one table of one file, in rowid order, as plain dicts."""
+    conn = _connect(path)
+    try:
+        return [dict(row) for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid")]
+    finally:
+        conn.close()
+
+
+def change_rows(hot_path: Path) -> list[dict[str, Any]]:
+    """The change log as stored, oldest first, with before/after/details parsed from JSON."""
+    rows = raw_rows(Path(hot_path), "changes")
+    for row in rows:
+        for column in ("before", "after", "details"):
+            row[column] = json.loads(row[column]) if row[column] is not None else None
+    return rows
