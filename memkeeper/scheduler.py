@@ -1,0 +1,390 @@
+"""When jobs are due, and running them on time: triggers, catch-up, the APScheduler wiring.
+
+The rule behind everything here: a job is *due* when its most recent scheduled time (read
+from its cron schedule in ``service.timezone``) is later than the time its last successful
+run covers. The same rule drives
+
+* the service's catch-up at start (:func:`due_for_catch_up`, a pure function): a laptop that
+  was off on the 1st still gets its monthly demotion, once, when it comes back;
+* every scheduled fire (:meth:`ServiceJobs.run_scheduled`): a fire whose scheduled time a
+  successful run already covers is skipped, so a clock stepping back (NTP, a reload after
+  the step) never runs a job twice for the same scheduled time;
+* ``run-once --due`` from a timer (:func:`due_jobs`, :func:`run_due`).
+
+Daylight saving time: a fixed-time schedule (``30 2 * * *``) whose time happens twice when the
+clocks go back runs on the first pass only, as cron does; a time that does not exist when the
+clocks go forward runs right after the gap (APScheduler's behaviour). Schedules with a
+wildcard hour (``0 * * * *``) keep every real hour.
+
+The scheduler (APScheduler 3) runs jobs on one worker thread, so jobs never overlap, with
+``coalesce=True`` (missed fires collapse into one run), ``max_instances=1`` and no misfire
+grace limit — a fire that is late because the machine slept still runs, once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import structlog
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.base import BaseTrigger
+
+from memkeeper.clock import ensure_utc, from_db, to_db
+from memkeeper.config import Config
+from memkeeper.cron import ScheduleError, parse_schedule, to_apscheduler_crontab
+from memkeeper.db import immediate_transaction
+from memkeeper.errors import ConfigError, LockBusy
+from memkeeper.jobkit import ProgressCallback
+from memkeeper.jobs import ORDER
+from memkeeper.locks import jobs_lock
+from memkeeper.runner import JobResult, RunReport, run_job
+from memkeeper.store import MemoryStore
+
+log = structlog.get_logger("memkeeper.scheduler")
+
+TRIGGER_SCHEDULE = "schedule"
+TRIGGER_CATCH_UP = "catch-up"
+CATCH_UP_JOB_ID = "catch-up"
+LOCK_POLL_SECONDS = 1.0
+# Missed fires collapse into one run; one run of a job at a time; no fire is too late to run
+# (after a suspend it runs once, at once).
+JOB_OPTIONS: dict[str, Any] = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
+ABANDONED_ERROR = "abandoned: the process running it ended before recording a result"
+
+# How far back to look for a schedule's most recent time, widening only when nothing fired:
+# frequent schedules are answered from a short window, rare ones (29 February) still found.
+_LOOKBACK = (
+    timedelta(hours=2),
+    timedelta(days=2),
+    timedelta(days=40),
+    timedelta(days=400),
+    timedelta(days=366 * 9),
+)
+
+
+# -- triggers --------------------------------------------------------------------------------
+
+
+def _second_pass(moment: datetime) -> bool:
+    """True when ``moment`` is the later of two instants with the same local wall time."""
+    zone = moment.tzinfo
+    wall = moment.replace(tzinfo=None)
+    first, second = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
+    first_offset, second_offset = first.utcoffset(), second.utcoffset()
+    if first_offset is None or second_offset is None or first_offset <= second_offset:
+        return False  # an ordinary time, or one in a spring-forward gap
+    return moment.astimezone(UTC) == second.astimezone(UTC)
+
+
+class JobTrigger(BaseTrigger):
+    """A job's cron schedule in its timezone, with cron's rule for the repeated hour.
+
+    Wraps the ``CronTrigger`` from :func:`memkeeper.cron.parse_schedule` (which reads
+    weekdays as cron does) and skips the second pass through a repeated wall-clock time for
+    schedules with a fixed hour, so a daily 02:30 job runs once on the night the clocks go back.
+    """
+
+    def __init__(self, expr: str, timezone: tzinfo | str) -> None:
+        self.expr = expr
+        self.timezone = ZoneInfo(timezone) if isinstance(timezone, str) else timezone
+        self._cron = parse_schedule(expr, self.timezone)
+        hour = to_apscheduler_crontab(expr).split(" ")[1]
+        self.fixed_hour = not hour.startswith("*")
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        fire = self._cron.get_next_fire_time(previous_fire_time, now)
+        while fire is not None and self.fixed_hour and _second_pass(fire):
+            fire = self._cron.get_next_fire_time(fire, fire)
+        return fire
+
+    def __str__(self) -> str:
+        return f"cron[{self.expr}] {self.timezone}"
+
+    def __repr__(self) -> str:
+        return f"<JobTrigger {self.expr!r} {self.timezone}>"
+
+
+def job_triggers(config: Config) -> dict[str, JobTrigger]:
+    """The trigger of every registered job; a schedule cron cannot read is a ConfigError."""
+    triggers = {}
+    for name in ORDER:
+        schedule = getattr(config.jobs, name).schedule
+        try:
+            triggers[name] = JobTrigger(schedule, config.service.timezone)
+        except ScheduleError as exc:
+            raise ConfigError(f"jobs.{name}.schedule: {exc}") from None
+    return triggers
+
+
+def previous_fire_time(trigger: BaseTrigger, now: datetime) -> datetime | None:
+    """The most recent time at or before ``now`` at which ``trigger`` fires, in UTC."""
+    now = ensure_utc(now)
+    for window in _LOOKBACK:
+        latest = None
+        fire = trigger.get_next_fire_time(None, now - window)
+        while fire is not None and fire <= now:
+            latest = fire
+            fire = trigger.get_next_fire_time(fire, fire)
+        if latest is not None:
+            return latest.astimezone(UTC)
+    return None
+
+
+# -- what is due -------------------------------------------------------------------------------
+
+
+def last_successes(store: MemoryStore) -> dict[str, datetime]:
+    """For each job, the latest time a successful (``ok``) run covers.
+
+    A run covers the later of when it started and the scheduled time it ran for: a catch-up
+    run at 09:00 for 03:00 covers 09:00; a run that started a moment before its scheduled
+    time (the clock stepped) still covers that time.
+    """
+    sql = (
+        "SELECT job, max(started_at) AS started, max(scheduled_for) AS scheduled"
+        " FROM job_runs WHERE status = 'ok' AND dry_run = 0 GROUP BY job"
+    )
+    with store.storage.lock:
+        rows = list(store.storage.hot.query(sql))
+    covered: dict[str, datetime] = {}
+    for row in rows:
+        times = [from_db(row["started"]), from_db(row["scheduled"])]
+        covered[row["job"]] = max(moment for moment in times if moment is not None)
+    return covered
+
+
+def due_for_catch_up(
+    config: Config, last_success_by_job: Mapping[str, datetime | None], now: datetime
+) -> list[tuple[str, datetime]]:
+    """Enabled jobs whose last success is older than their most recent scheduled time.
+
+    Pure: the answer depends only on the arguments. Returns ``(job, scheduled time in UTC)``
+    in the documented job order; a job that never succeeded is due as soon as its schedule
+    has fired once.
+    """
+    triggers = job_triggers(config)
+    due = []
+    for name in ORDER:
+        if not getattr(config.jobs, name).enabled:
+            continue
+        scheduled = previous_fire_time(triggers[name], now)
+        covered = last_success_by_job.get(name)
+        if scheduled is not None and (covered is None or covered < scheduled):
+            due.append((name, scheduled))
+    return due
+
+
+def due_jobs(store: MemoryStore, now: datetime | None = None) -> list[tuple[str, datetime]]:
+    """The jobs ``run-once --due`` should run now, with the scheduled time each runs for."""
+    return due_for_catch_up(store.config, last_successes(store), now or store.now())
+
+
+def run_due(
+    store: MemoryStore,
+    *,
+    now: datetime | None = None,
+    trigger: str = TRIGGER_SCHEDULE,
+    dry_run: bool = False,
+    stop_event: threading.Event | None = None,
+    lock_wait_seconds: float | None = None,
+    progress: ProgressCallback | None = None,
+) -> RunReport:
+    """Run every due job once, in order, each recorded with the scheduled time it covers.
+
+    The engine of ``memkeeper run-once --due`` (a systemd timer's alternative to the service).
+    Raises LockBusy like :func:`memkeeper.runner.run_once` when the job lock stays taken.
+    """
+    moment = now or store.now()
+    stop_event = stop_event or threading.Event()
+    results = []
+    for name, scheduled in due_jobs(store, moment):
+        if stop_event.is_set():
+            break
+        results.append(
+            run_job(
+                store,
+                name,
+                now=moment,
+                dry_run=dry_run,
+                trigger=trigger,
+                stop_event=stop_event,
+                lock_wait_seconds=lock_wait_seconds,
+                scheduled_for=scheduled,
+                progress=progress,
+            )
+        )
+    return RunReport(results)
+
+
+def mark_abandoned_runs(store: MemoryStore) -> int:
+    """Mark runs left ``running`` by a killed process as ``interrupted``; returns how many.
+
+    Only done while holding the job lock: then no other process is running a job, so every
+    ``running`` row is a leftover. If the lock is taken, nothing is marked (next start will).
+    """
+    lock = jobs_lock(store.path)
+    try:
+        lock.acquire(0)
+    except LockBusy:
+        return 0
+    try:
+        with store.storage.lock, immediate_transaction(store.storage.hot):
+            cursor = store.storage.hot.conn.execute(
+                "UPDATE job_runs SET status = 'interrupted', error = ? WHERE status = 'running'",
+                [ABANDONED_ERROR],
+            )
+            return cursor.rowcount
+    finally:
+        lock.release()
+
+
+# -- running jobs for the service --------------------------------------------------------------
+
+
+class ServiceJobs:
+    """What the service's scheduler calls: each due job once per scheduled time.
+
+    Every call decides at run time, under the store's clock, whether the job is still due —
+    a queued fire whose time a run (scheduled, catch-up or manual) already covered does
+    nothing. Errors are logged, never raised: one job's failure never stops the others or
+    the service. ``stop_event`` makes a running job stop after its current batch.
+    """
+
+    def __init__(self, store: MemoryStore, stop_event: threading.Event | None = None) -> None:
+        self.store = store
+        self.stop_event = stop_event or threading.Event()
+
+    def run_scheduled(self, name: str) -> JobResult | None:
+        """A scheduled fire of ``name`` (trigger ``schedule``)."""
+        return self._run(name, TRIGGER_SCHEDULE)
+
+    def catch_up(self, names: list[str]) -> list[JobResult]:
+        """Run the named overdue jobs, in order, once each (trigger ``catch-up``)."""
+        results = []
+        for name in names:
+            if self.stop_event.is_set():
+                break
+            result = self._run(name, TRIGGER_CATCH_UP)
+            if result is not None:
+                results.append(result)
+        return results
+
+    def _wait_for_job_lock(self, name: str) -> bool:
+        """Wait while another process (a run-once) runs a job; False if a stop came first."""
+        lock = jobs_lock(self.store.path)
+        announced = False
+        while not self.stop_event.is_set():
+            try:
+                lock.acquire(0)
+            except LockBusy as exc:
+                if not announced:
+                    log.info("waiting for the job lock", job=name, reason=str(exc))
+                    announced = True
+                self.stop_event.wait(LOCK_POLL_SECONDS)
+                continue
+            lock.release()
+            return True
+        return False
+
+    def _run(self, name: str, trigger: str) -> JobResult | None:
+        try:
+            while self._wait_for_job_lock(name):
+                config = self.store.config
+                if not getattr(config.jobs, name).enabled:
+                    log.info("job disabled; not running it", job=name, trigger=trigger)
+                    return None
+                now = self.store.now()
+                scheduled = previous_fire_time(job_triggers(config)[name], now)
+                covered = last_successes(self.store).get(name)
+                if scheduled is None or (covered is not None and covered >= scheduled):
+                    log.info(
+                        "already done for its scheduled time; skipping",
+                        job=name,
+                        trigger=trigger,
+                        scheduled_for=to_db(scheduled) if scheduled else None,
+                    )
+                    return None
+                try:
+                    return run_job(
+                        self.store,
+                        name,
+                        now=now,
+                        trigger=trigger,
+                        stop_event=self.stop_event,
+                        scheduled_for=scheduled,
+                        # Short: a stop must not wait behind a lock; the loop waits instead.
+                        lock_wait_seconds=LOCK_POLL_SECONDS,
+                    )
+                except LockBusy as exc:
+                    # A run-once took the job lock since we looked, or the database stayed
+                    # locked: nothing ran or was recorded. Wait, then decide again.
+                    log.info("busy; will retry", job=name, reason=str(exc))
+                    self.stop_event.wait(LOCK_POLL_SECONDS)
+        except Exception as exc:
+            # run_job records a job's own errors; this is the rest (the database went away,
+            # a bug). Log it and keep the service alive for the next scheduled time.
+            log.exception("could not run job", job=name, trigger=trigger, error=str(exc))
+        return None
+
+
+# -- the APScheduler wiring ----------------------------------------------------------------------
+
+
+def build_scheduler(config: Config, jobs: ServiceJobs) -> BackgroundScheduler:
+    """An APScheduler with one cron job per enabled job, running on one worker thread."""
+    scheduler = BackgroundScheduler(
+        timezone=ZoneInfo(config.service.timezone),
+        executors={"default": ThreadPoolExecutor(max_workers=1)},
+        job_defaults=JOB_OPTIONS,
+    )
+    schedule_jobs(scheduler, config, jobs)
+    return scheduler
+
+
+def schedule_jobs(
+    scheduler: BackgroundScheduler,
+    config: Config,
+    jobs: ServiceJobs,
+    triggers: Mapping[str, JobTrigger] | None = None,
+) -> None:
+    """(Re)schedule every job from ``config``: enabled ones added or replaced, others removed.
+
+    All triggers are built before anything changes, so an unreadable schedule (ConfigError)
+    leaves the scheduler as it was.
+    """
+    triggers = triggers or job_triggers(config)
+    for name in ORDER:
+        if getattr(config.jobs, name).enabled:
+            scheduler.add_job(
+                jobs.run_scheduled,
+                trigger=triggers[name],
+                args=[name],
+                id=name,
+                name=f"{name} ({triggers[name].expr})",
+                replace_existing=True,
+                **JOB_OPTIONS,
+            )
+        elif scheduler.get_job(name) is not None:
+            scheduler.remove_job(name)
+
+
+def add_catch_up(
+    scheduler: BackgroundScheduler, jobs: ServiceJobs, due: list[tuple[str, datetime]]
+) -> None:
+    """Queue one catch-up run of the overdue jobs, to start at once on the worker thread."""
+    if due:
+        scheduler.add_job(
+            jobs.catch_up,
+            args=[[name for name, _ in due]],
+            id=CATCH_UP_JOB_ID,
+            name="catch-up",
+            replace_existing=True,
+            **JOB_OPTIONS,
+        )
