@@ -7,6 +7,12 @@ tombstone row saying what was erased, when and by whom — ids and counts, never
 afterwards removes the old page images from the write-ahead log, so no byte of a forgotten
 value stays in either file.
 
+Forgetting something that is not there changes nothing and writes no tombstone.
+
+If another process holds a read transaction open at that instant, the checkpoint cannot
+truncate the write-ahead log and old page images stay in it until the next checkpoint; every
+job run ends with one, and SQLite checkpoints when the last connection closes.
+
 Order matters for crash safety: the cold copies go first, then the hot rows and the log in one
 commit. A crash in between leaves the entry still in the hot file, so forgetting again
 finishes the job; it never leaves the content behind a tombstone that claims it is gone.
@@ -83,21 +89,22 @@ def erase(
                 counts["changes"] += conn.execute(
                     "DELETE FROM changes WHERE user_id = ?", [user_id]
                 ).rowcount
-            insert_changes(
-                storage.hot,
-                [
-                    change_row(
-                        at=to_db(now),
-                        actor=actor,
-                        action="forget",
-                        reason=reason,
-                        before=None,
-                        after=None,
-                        user_id=user_id,
-                        namespace=namespace,
-                        details={"memory_ids": all_ids, "erased": counts},
-                    )
-                ],
-            )
+            if any(counts.values()):
+                insert_changes(
+                    storage.hot,
+                    [
+                        change_row(
+                            at=to_db(now),
+                            actor=actor,
+                            action="forget",
+                            reason=reason,
+                            before=None,
+                            after=None,
+                            user_id=user_id,
+                            namespace=namespace,
+                            details={"memory_ids": all_ids, "erased": counts},
+                        )
+                    ],
+                )
         storage.checkpoint()
     return counts

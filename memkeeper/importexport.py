@@ -414,6 +414,10 @@ def import_file(
         zone = ZoneInfo(timezone or store.config.service.timezone)
         entries = _parse_agent_json(path, text, store, zone)
         return _import_agent_json(store, entries, user_id, namespace, f"import:{path.name}")
+    if namespace:
+        raise InvalidInput(
+            "--namespace applies to agent_memory.json only: JSON Lines carry each entry's own"
+        )
     records = _parse_jsonl(path, text, store)
     filtered_out = 0
     if user_id is not None:

@@ -124,6 +124,23 @@ def record_run_start(
         )
 
 
+ABANDONED_ERROR = "abandoned: the process running it ended before recording a result"
+
+
+def close_abandoned_runs(store: MemoryStore) -> int:
+    """Mark runs left ``running`` by a killed process as ``interrupted``; returns how many.
+
+    The caller holds the job lock, so no job is running anywhere: every ``running`` row is a
+    leftover of a process that died (SIGKILL, power loss) before recording its end.
+    """
+    with store.storage.lock, immediate_transaction(store.storage.hot):
+        cursor = store.storage.hot.conn.execute(
+            "UPDATE job_runs SET status = 'interrupted', error = ? WHERE status = 'running'",
+            [ABANDONED_ERROR],
+        )
+        return cursor.rowcount
+
+
 def record_run_end(store: MemoryStore, result: JobResult) -> None:
     counts = {
         "changes": dict(result.counts),
@@ -181,6 +198,8 @@ def run_job(
     status, error = "ok", None
     try:
         if not dry_run:
+            if close_abandoned_runs(store):
+                bound.warning("marked runs left by a killed process as interrupted")
             record_run_start(store, run_id, name, trigger, now, scheduled_for)
             fixed = reconcile_now(store.storage)
             if fixed:
@@ -213,6 +232,9 @@ def run_job(
         )
         if not dry_run:
             record_run_end(store, result)
+            # Fold the WAL back: keeps it small, and clears page images a forget could not
+            # truncate while a reader was active.
+            store.storage.checkpoint()
     finally:
         lock.release()
     bound.info(

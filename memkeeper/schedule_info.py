@@ -7,13 +7,17 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from memkeeper.config import Config
-from memkeeper.cron import parse_schedule
 from memkeeper.records import JobRun
+from memkeeper.scheduler import JobTrigger
 
 
 def next_run_time(schedule: str, timezone: str, now: datetime) -> datetime:
-    """The first time strictly after ``now`` at which ``schedule`` fires, in UTC."""
-    trigger = parse_schedule(schedule, ZoneInfo(timezone))
+    """The first time strictly after ``now`` at which the service runs ``schedule``, in UTC.
+
+    Uses the service's own trigger, so on the night the clocks go back the answer follows
+    the service's rule (a fixed-hour job runs once).
+    """
+    trigger = JobTrigger(schedule, ZoneInfo(timezone))
     # APScheduler's answer includes ``now`` itself when it matches; a microsecond later is
     # strictly after and still before any following whole-second fire time.
     after = (now + timedelta(microseconds=1)).astimezone(ZoneInfo(timezone))

@@ -37,12 +37,11 @@ from apscheduler.triggers.base import BaseTrigger
 from memkeeper.clock import ensure_utc, from_db, to_db
 from memkeeper.config import Config
 from memkeeper.cron import ScheduleError, parse_schedule, to_apscheduler_crontab
-from memkeeper.db import immediate_transaction
 from memkeeper.errors import ConfigError, LockBusy
 from memkeeper.jobkit import ProgressCallback
 from memkeeper.jobs import ORDER
 from memkeeper.locks import jobs_lock
-from memkeeper.runner import JobResult, RunReport, run_job
+from memkeeper.runner import JobResult, RunReport, close_abandoned_runs, run_job
 from memkeeper.store import MemoryStore
 
 log = structlog.get_logger("memkeeper.scheduler")
@@ -54,7 +53,6 @@ LOCK_POLL_SECONDS = 1.0
 # Missed fires collapse into one run; one run of a job at a time; no fire is too late to run
 # (after a suspend it runs once, at once).
 JOB_OPTIONS: dict[str, Any] = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
-ABANDONED_ERROR = "abandoned: the process running it ended before recording a result"
 
 # How far back to look for a schedule's most recent time, widening only when nothing fired:
 # frequent schedules are answered from a short window, rare ones (29 February) still found.
@@ -235,12 +233,7 @@ def mark_abandoned_runs(store: MemoryStore) -> int:
     except LockBusy:
         return 0
     try:
-        with store.storage.lock, immediate_transaction(store.storage.hot):
-            cursor = store.storage.hot.conn.execute(
-                "UPDATE job_runs SET status = 'interrupted', error = ? WHERE status = 'running'",
-                [ABANDONED_ERROR],
-            )
-            return cursor.rowcount
+        return close_abandoned_runs(store)
     finally:
         lock.release()
 

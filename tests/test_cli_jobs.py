@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from memkeeper.cli import main
 from memkeeper.cli.jobs_cmd import TerminalProgress
 from memkeeper.jobkit import Job
-from memkeeper.locks import jobs_lock
+from memkeeper.locks import daemon_lock, jobs_lock
 
 
 @pytest.fixture
@@ -132,3 +133,28 @@ def test_progress_is_shown_only_for_large_runs(capsys) -> None:
 def test_unknown_job_is_a_usage_error(cli) -> None:
     code, _out, err = cli("run-once", "--job", "nonsense")
     assert code == 2 and "nonsense" in err
+
+
+def test_run_once_due_runs_only_what_its_schedule_says(cli) -> None:
+    code, out, _ = cli("run-once", "--due", "--json", now="2026-03-02T10:00:00Z")
+    first = {job["job"] for job in json.loads(out)["jobs"]}
+    assert code == 0 and first == {"settle", "expire", "demote", "prune", "summarize"}
+    # Same morning: nothing came round since (summarize, skipped for want of an API key,
+    # has not succeeded, so it stays due). Next day after 03:30: the daily jobs and the
+    # hourly summarize, but not the monthly demote.
+    code, out, _ = cli("run-once", "--due", "--json", now="2026-03-02T10:20:00Z")
+    assert [(j["job"], j["status"]) for j in json.loads(out)["jobs"]] == [("summarize", "skipped")]
+    code, out, _ = cli("run-once", "--due", "--json", now="2026-03-03T03:40:00Z")
+    jobs = {job["job"]: job for job in json.loads(out)["jobs"]}
+    assert set(jobs) == {"settle", "expire", "prune", "summarize"}
+    assert {job["trigger"] for job in jobs.values()} == {"schedule"}
+    code, _out, err = cli("run-once", "--due", "--job", "expire")
+    assert code == 2 and "--due" in err
+
+
+def test_status_says_whether_the_service_runs(cli, db_path: Path) -> None:
+    _code, out, _ = cli("status")
+    assert "service:   not running" in out
+    with daemon_lock(db_path).hold():
+        _code, out, _ = cli("status", "--json")
+    assert json.loads(out)["service"] == {"running": True, "pid": os.getpid()}

@@ -223,3 +223,16 @@ def test_forget_works_across_processes_with_the_store_closed(db_path: Path) -> N
         assert store.forget("alice", "city") == 1
     checkpoint_files(db_path)
     assert files_containing(db_path, NEEDLE) == []
+
+
+def test_forgetting_what_is_not_there_changes_nothing(store: MemoryStore) -> None:
+    store.remember("alice", "city", "Beijing")
+    before = len(store.changes())
+    assert store.forget("alice", "no-such-key") == 0
+    assert store.forget_user("nobody") == {
+        "memories": 0,
+        "changes": 0,
+        "messages": 0,
+        "episodes": 0,
+    }
+    assert len(store.changes()) == before

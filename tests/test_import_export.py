@@ -236,6 +236,16 @@ def test_jsonl_import_with_a_user_filter(store: MemoryStore, frozen, tmp_path: P
         assert fresh.list() == store.list("alice")
 
 
+def test_a_namespace_for_json_lines_is_refused(store: MemoryStore, frozen, tmp_path: Path) -> None:
+    build_varied_store(store, frozen)
+    path = tmp_path / "export.jsonl"
+    path.write_text(export_text(store), encoding="utf-8")
+    with MemoryStore(tmp_path / "fresh.db") as fresh:
+        with pytest.raises(InvalidInput, match=r"--namespace applies to agent_memory\.json only"):
+            import_file(fresh, path, namespace="acme")
+        assert fresh.list() == []
+
+
 def test_conflicting_ids_are_reported_and_left_alone(
     store: MemoryStore, frozen, tmp_path: Path
 ) -> None:

@@ -23,8 +23,8 @@ from memkeeper.config import Config, parse_config
 from memkeeper.errors import ConfigError
 from memkeeper.jobkit import Job
 from memkeeper.locks import jobs_lock
+from memkeeper.runner import ABANDONED_ERROR
 from memkeeper.scheduler import (
-    ABANDONED_ERROR,
     CATCH_UP_JOB_ID,
     JobTrigger,
     ServiceJobs,

@@ -30,7 +30,8 @@ from memkeeper import MemoryStore
 from memkeeper.clock import from_db, to_db
 from memkeeper.config import load_config
 from memkeeper.paths import cold_path_for
-from memkeeper.scheduler import ABANDONED_ERROR, due_jobs
+from memkeeper.runner import ABANDONED_ERROR
+from memkeeper.scheduler import due_jobs
 
 pytestmark = pytest.mark.e2e
 

@@ -176,8 +176,6 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.exit_code if exc.exit_code else EXIT_USAGE
     except MemkeeperError as exc:
         code = _fail(str(exc), exc.exit_code)
-    except KeyboardInterrupt:
-        code = _fail("interrupted", EXIT_INTERRUPTED)
     except sqlite3.DatabaseError as exc:
         code = _fail(f"database error: {exc}", EXIT_DATABASE)
     except OSError as exc:

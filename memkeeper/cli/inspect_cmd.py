@@ -9,6 +9,7 @@ import click
 from memkeeper.audit import ACTION_VERBS, describe_change
 from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json
 from memkeeper.cli.render import memory_table
+from memkeeper.daemon import service_state
 from memkeeper.records import KINDS, STATES
 from memkeeper.schedule_info import job_schedule_status
 
@@ -143,6 +144,7 @@ def status_data(app: App) -> dict[str, Any]:
     now = store.now()
     data["now"] = now.isoformat()
     data["jobs"] = job_schedule_status(store.config, data["last_runs"], now)
+    data["service"] = service_state(store.path)
     data["last_runs"] = {job: run.to_dict() for job, run in data["last_runs"].items()}
     return data
 
@@ -171,6 +173,12 @@ def status(app: App, as_json: bool) -> None:
     click.echo(
         f"messages:  {messages['total']} ({messages['unsummarized']} unsummarized); "
         f"episodes: {data['episodes']}"
+    )
+    service = data["service"]
+    click.echo(
+        f"service:   running (pid {service['pid']})"
+        if service["running"]
+        else "service:   not running (memkeeper run, or memkeeper service install)"
     )
     click.echo("jobs:")
     for job in data["jobs"]:

@@ -19,6 +19,7 @@ from memkeeper.clock import system_now
 from memkeeper.errors import JobFailed, MemkeeperError
 from memkeeper.jobs import ORDER
 from memkeeper.runner import JobResult, RunReport, run_once
+from memkeeper.scheduler import run_due
 from memkeeper.undo import undo_run
 
 PROGRESS_THRESHOLD = 1000  # candidates: smaller runs finish before a display would help
@@ -103,16 +104,23 @@ def _print_report(report: RunReport) -> None:
     type=click.Choice(ORDER),
     help="Run only this job (repeatable). Default: every enabled job.",
 )
+@click.option(
+    "--due",
+    is_flag=True,
+    help="Run only the jobs whose scheduled time has passed since their last success "
+    "(what a systemd timer runs).",
+)
 @click.option("--dry-run", is_flag=True, help="Change nothing; print what would change and why.")
 @click.option("--yes", is_flag=True, help="Allow a real run with --now in the future.")
 @json_option
 @pass_app
 def run_once_command(
-    app: App, jobs: tuple[str, ...], dry_run: bool, yes: bool, as_json: bool
+    app: App, jobs: tuple[str, ...], due: bool, dry_run: bool, yes: bool, as_json: bool
 ) -> None:
     """Run the maintenance jobs once, now.
 
-    Jobs run in this order: settle, expire, demote, prune, summarize. Exit 0 when every job
+    Jobs run in this order: settle, expire, demote, prune, summarize. With --due, only those
+    whose schedule came round since their last success run (for timers). Exit 0 when every job
     succeeded (or was skipped), 4 when one failed, 75 when another run holds the job lock
     longer than service.lock_wait_seconds. With --now and --dry-run this is a what-if
     preview: memkeeper --now 2027-03-01 run-once --dry-run.
@@ -124,15 +132,22 @@ def run_once_command(
         )
     store = app.store()
     progress = TerminalProgress() if sys.stderr.isatty() and not as_json else None
+    if due and jobs:
+        raise click.UsageError("--due picks the jobs itself; it cannot be combined with --job")
     with stop_on_signals() as stop:
-        report = run_once(
-            store,
-            list(jobs) or None,
-            now=app.now,
-            dry_run=dry_run,
-            stop_event=stop,
-            progress=progress,
-        )
+        if due:
+            report = run_due(
+                store, now=app.now, dry_run=dry_run, stop_event=stop, progress=progress
+            )
+        else:
+            report = run_once(
+                store,
+                list(jobs) or None,
+                now=app.now,
+                dry_run=dry_run,
+                stop_event=stop,
+                progress=progress,
+            )
     if as_json:
         print_json(report.to_dict())
     else:
