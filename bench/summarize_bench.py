@@ -2,9 +2,10 @@
 
 The LLM is the tests' fake server on 127.0.0.1, answering every call after a fixed delay
 (default 0.5 s, like a quick flash-model answer), so the figure measures memkeeper's own
-overhead and its concurrency, not a real model. Not part of the test suite:
+overhead and its concurrency, not a real model. The suite runs a small version
+(tests/test_bench_smoke.py):
 
-    /tmp/venv-e/bin/python bench/summarize_bench.py [--sessions 40] [--concurrency 8]
+    python bench/summarize_bench.py [--sessions 40] [--concurrency 8]
         [--delay 0.5] [--messages 25]
 
 Ideal wall time is ceil(sessions / concurrency) x delay; the printed overhead is the rest.
@@ -32,13 +33,13 @@ from memkeeper.runner import run_once
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=40)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--delay", type=float, default=0.5, help="seconds per fake answer")
     parser.add_argument("--messages", type=int, default=25, help="messages per session")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     configure(level="warning")
     os.environ["ZHIPUAI_API_KEY"] = "bench-key-not-secret"
