@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,13 +67,14 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
 def _probe(conn: sqlite3.Connection, path: Path, kind: FileKind) -> bool:
     """Check the file is a readable SQLite database that is ours; True when it is empty."""
     try:
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        tables = [
-            row[0]
-            for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        ]
+        # One statement, so both answers come from one snapshot: another process may be
+        # creating the schema (and setting the id, in the same commit) right now.
+        app_id, names = conn.execute(
+            "SELECT (SELECT application_id FROM pragma_application_id()),"
+            " (SELECT group_concat(name, char(31)) FROM sqlite_master"
+            "  WHERE type = 'table' AND name NOT LIKE 'sqlite_%')"
+        ).fetchone()
+        tables = names.split("\x1f") if names else []
     except sqlite3.DatabaseError as exc:
         raise DatabaseError(
             f"{path} is not a usable SQLite database ({exc}); the file was left untouched"
@@ -92,10 +94,31 @@ def _probe(conn: sqlite3.Connection, path: Path, kind: FileKind) -> bool:
     )
 
 
+def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
+    """Switch the file to WAL, retrying while another process does the same.
+
+    Changing the journal mode needs the file to itself; when several processes open a new
+    database at once SQLite answers "database is locked" at once, without waiting for the busy
+    timeout, so the wait is done here.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if mode != "wal":
+                mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+            if mode == "wal" or time.monotonic() >= deadline:
+                return mode
+        except sqlite3.OperationalError as exc:
+            if not _is_locked_error(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.01)
+
+
 def _set_pragmas(conn: sqlite3.Connection, path: Path, busy_timeout_ms: int) -> None:
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _enable_wal(conn, busy_timeout_ms)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA secure_delete = ON")

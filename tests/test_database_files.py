@@ -335,12 +335,12 @@ def test_several_processes_creating_one_new_database_at_once(tmp_path: Path) -> 
     )
     procs = [
         subprocess.Popen([sys.executable, "-c", code, str(path), str(n)], stderr=subprocess.PIPE)
-        for n in range(4)
+        for n in range(8)
     ]
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err.decode()
-    assert len(raw_rows(path, "memories")) == 4
+    assert len(raw_rows(path, "memories")) == 8
     migrations = raw_rows(path, "_sqlite_migrations")
     assert [(row["migration_set"], row["name"]) for row in migrations] == [
         ("memkeeper", "0001_initial")
