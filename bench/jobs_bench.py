@@ -56,31 +56,11 @@ def load(store: MemoryStore, entries: int, users: int) -> None:
         )
         for i in range(entries)
     )
-    names = ", ".join(
-        (
-            "id",
-            "user_id",
-            "namespace",
-            "kind",
-            "key",
-            "value",
-            "source",
-            "confidence",
-            "state",
-            "pinned",
-            "ttl_days",
-            "created_at",
-            "updated_at",
-            "last_accessed_at",
-            "access_count",
-            "state_since",
-            "last_used_at",
-        )
-    )
-    assert set(names.split(", ")) == set(MEMORY_COLUMNS)
+    names = ", ".join(MEMORY_COLUMNS)
     with immediate_transaction(store.storage.hot):
         store.storage.hot.conn.executemany(
-            f"INSERT INTO memories ({names}) VALUES ({', '.join('?' * 17)})", rows
+            f"INSERT INTO memories ({names}) VALUES ({', '.join(':' + c for c in MEMORY_COLUMNS)})",
+            rows,
         )
 
 

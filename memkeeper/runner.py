@@ -264,23 +264,48 @@ def run_once(
     ``now`` defaults to the store's clock; a later ``now`` previews the future ("what would
     expire on 2027-03-01" with ``dry_run=True``). Returns one :class:`JobResult` per job.
     """
-    names = resolve_jobs(store, jobs)
     moment = now or store.now()
+    planned = [(name, None) for name in resolve_jobs(store, jobs)]
+    return run_planned(
+        store,
+        planned,
+        now=moment,
+        dry_run=dry_run,
+        trigger=trigger,
+        stop_event=stop_event,
+        progress=progress,
+        lock_wait_seconds=lock_wait_seconds,
+    )
+
+
+def run_planned(
+    store: MemoryStore,
+    planned: list[tuple[str, datetime | None]],
+    *,
+    now: datetime,
+    dry_run: bool = False,
+    trigger: str = "manual",
+    stop_event: threading.Event | None = None,
+    progress: ProgressCallback | None = None,
+    lock_wait_seconds: float | None = None,
+) -> RunReport:
+    """Run ``(job, scheduled time or None)`` pairs in order, stopping early on request."""
     stop_event = stop_event or threading.Event()
     results = []
-    for name in names:
+    for name, scheduled_for in planned:
         if stop_event.is_set():
             break
         results.append(
             run_job(
                 store,
                 name,
-                now=moment,
+                now=now,
                 dry_run=dry_run,
                 trigger=trigger,
                 stop_event=stop_event,
                 progress=progress,
                 lock_wait_seconds=lock_wait_seconds,
+                scheduled_for=scheduled_for,
             )
         )
     return RunReport(results)

@@ -41,7 +41,7 @@ from memkeeper.errors import ConfigError, LockBusy
 from memkeeper.jobkit import ProgressCallback
 from memkeeper.jobs import ORDER
 from memkeeper.locks import jobs_lock
-from memkeeper.runner import JobResult, RunReport, close_abandoned_runs, run_job
+from memkeeper.runner import JobResult, RunReport, close_abandoned_runs, run_job, run_planned
 from memkeeper.store import MemoryStore
 
 log = structlog.get_logger("memkeeper.scheduler")
@@ -200,25 +200,16 @@ def run_due(
     Raises LockBusy like :func:`memkeeper.runner.run_once` when the job lock stays taken.
     """
     moment = now or store.now()
-    stop_event = stop_event or threading.Event()
-    results = []
-    for name, scheduled in due_jobs(store, moment):
-        if stop_event.is_set():
-            break
-        results.append(
-            run_job(
-                store,
-                name,
-                now=moment,
-                dry_run=dry_run,
-                trigger=trigger,
-                stop_event=stop_event,
-                lock_wait_seconds=lock_wait_seconds,
-                scheduled_for=scheduled,
-                progress=progress,
-            )
-        )
-    return RunReport(results)
+    return run_planned(
+        store,
+        due_jobs(store, moment),
+        now=moment,
+        dry_run=dry_run,
+        trigger=trigger,
+        stop_event=stop_event,
+        lock_wait_seconds=lock_wait_seconds,
+        progress=progress,
+    )
 
 
 def mark_abandoned_runs(store: MemoryStore) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
-from support import current_images, dump, locations, replay
+from helpers import current_images, dump_databases, locations, replay
 
 from memkeeper import MemoryStore, curation
 from memkeeper.clock import fixed
@@ -90,12 +90,12 @@ def test_dry_run_writes_nothing_to_either_file(db_path: Path) -> None:
     with freeze_time(START) as clock:
         store = MemoryStore(db_path)
         _populate(store, clock)
-        before = dump(db_path)
+        before = dump_databases(db_path)
         runs_before = len(store.job_runs(limit=1000))
         report = run_once(store, now=LATER, dry_run=True)
         assert sum(r.total_changes for r in report.results) > 0
         assert all(r.dry_run for r in report.results)
-        assert dump(db_path) == before
+        assert dump_databases(db_path) == before
         assert len(store.job_runs(limit=1000)) == runs_before
         store.close()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
-from support import current_images, locations, replay
+from helpers import current_images, locations, replay
 
 from memkeeper import MemoryStore
 from memkeeper.errors import NotFound

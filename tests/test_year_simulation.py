@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from freezegun import freeze_time
-from support import current_images, locations, replay
+from helpers import current_images, locations, replay
 
 from memkeeper import MemoryStore
 from memkeeper.config import Config

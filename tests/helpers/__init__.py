@@ -1,4 +1,4 @@
-"""Helpers shared by the foundation tests (store, files, import/export, CLI).
+"""Helpers shared by the tests: raw reads of both files, dumps, where entries live, log replay.
 
 Import them as ``from helpers import ...``: pytest puts ``tests/`` on ``sys.path``.
 """
@@ -12,13 +12,17 @@ from helpers.databases import (
     files_containing,
     raw_rows,
 )
+from helpers.state import current_images, locations, replay
 
 __all__ = [
     "T0",
     "change_rows",
     "checkpoint_files",
+    "current_images",
     "database_files",
     "dump_databases",
     "files_containing",
+    "locations",
     "raw_rows",
+    "replay",
 ]

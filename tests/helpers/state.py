@@ -1,4 +1,4 @@
-"""Helpers shared by the job tests: dumps of both files, where entries live, log replay."""
+"""Where entries live and what the change log says: helpers for the job and undo tests."""
 
 from __future__ import annotations
 
@@ -8,21 +8,6 @@ from typing import Any
 
 from memkeeper import MemoryStore
 from memkeeper.paths import cold_path_for
-
-
-def dump(db_path: Path) -> dict[str, list[str]]:
-    """Every row of both files as SQL text (what iterdump prints), by file."""
-    result = {}
-    for path in (db_path, cold_path_for(db_path)):
-        if not path.exists():
-            result[path.name] = []
-            continue
-        conn = sqlite3.connect(path)
-        try:
-            result[path.name] = list(conn.iterdump())
-        finally:
-            conn.close()
-    return result
 
 
 def locations(db_path: Path) -> dict[str, list[str]]:
