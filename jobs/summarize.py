@@ -63,7 +63,7 @@ from memkeeper.summarize_prompt import (
     segment_prompt,
     update_prompt,
 )
-from memkeeper.transitions import Image, Transition, hot_image
+from memkeeper.transitions import Image, Transition, supersede
 
 SUMMARY_CONFIDENCE = 0.8
 """Confidence of a summary note: derived by a model, from the user's own words. High enough
@@ -424,13 +424,12 @@ class Summarizer:
         transitions = []
         if current is not None:
             transitions.append(
-                Transition(
-                    current["id"],
+                supersede(
                     current,
-                    hot_image(current, "superseded", ctx.now),
-                    "supersede",
+                    image["id"],
+                    ctx.now,
                     f"folded into the new summary {image['id']} of session {session.session_id!r}",
-                    details={"superseded_by": image["id"], "session_id": session.session_id},
+                    session_id=session.session_id,
                 )
             )
         transitions.append(Transition(image["id"], None, image, "summarize", reason, details))

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 
 from memkeeper.clock import to_db
 from memkeeper.store import MemoryStore
-from memkeeper.transitions import Transition, apply, cold_image, hot_image, with_changes
+from memkeeper.transitions import (
+    Transition,
+    apply,
+    cold_image,
+    hot_image,
+    supersede,
+    with_changes,
+)
 
 
 @dataclass
@@ -104,13 +111,11 @@ def restore(
             if holder is not None:
                 transitions.insert(
                     0,
-                    Transition(
-                        holder["id"],
+                    supersede(
                         holder,
-                        hot_image(holder, "superseded", now),
-                        "supersede",
+                        memory_id,
+                        now,
                         f"restored {memory_id} is current again; kept through the grey period",
-                        details={"superseded_by": memory_id},
                     ),
                 )
         _apply(store, transitions, actor, report, primary=memory_id)

@@ -29,7 +29,7 @@ from memkeeper.jobkit import batched
 from memkeeper.records import KEYED_KINDS, STATES
 from memkeeper.schema import COLD_COLUMNS, MEMORY_COLUMNS
 from memkeeper.store import MemoryStore
-from memkeeper.transitions import Transition, apply, hot_image, with_changes
+from memkeeper.transitions import Transition, apply, hot_image, supersede, with_changes
 
 FORMATS = ("auto", "agent-json", "jsonl")
 _TIME_FIELDS = ("created_at", "updated_at", "last_accessed_at", "state_since", "retired_at")
@@ -354,12 +354,8 @@ def _import_jsonl(
                     else:
                         transitions.insert(
                             0,
-                            Transition(
-                                current["id"],
-                                current,
-                                hot_image(current, "superseded", now),
-                                "supersede",
-                                f"replaced by imported {image['id']}",
+                            supersede(
+                                current, image["id"], now, f"replaced by imported {image['id']}"
                             ),
                         )
                 apply(store.storage, transitions, actor="cli:import", now=now)

@@ -13,6 +13,7 @@ import builtins
 import os
 import secrets
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from memkeeper.transitions import (
     Transition,
     apply,
     hot_image,
+    supersede,
     used_image,
     with_changes,
 )
@@ -304,13 +306,13 @@ class MemoryStore:
             new_id = image["id"]
         if current is not None:
             transitions.append(
-                Transition(
-                    current["id"],
-                    current,
-                    hot_image(current, "superseded", now),
-                    "supersede",
-                    f"conflicting value: replaced by {new_id}; kept through the grey period",
-                    details={"superseded_by": new_id},
+                replace(
+                    supersede(
+                        current,
+                        new_id,
+                        now,
+                        f"conflicting value: replaced by {new_id}; kept through the grey period",
+                    ),
                     source=source,
                 )
             )

@@ -120,6 +120,18 @@ def used_image(image: Image, now: datetime) -> Image:
     )
 
 
+def supersede(current: Image, by_id: str, now: datetime, reason: str, **details: Any) -> Transition:
+    """``current`` becomes ``superseded`` by entry ``by_id``: kept through its grey period."""
+    return Transition(
+        current["id"],
+        current,
+        hot_image(current, "superseded", now),
+        "supersede",
+        reason,
+        details={"superseded_by": by_id, **details},
+    )
+
+
 def _write_cold(storage: Storage, rows: Sequence[Image], marks: Sequence[str], now: str) -> None:
     cold = storage.cold(create=True)
     assert cold is not None
