@@ -35,7 +35,6 @@ LAUNCHD_LABEL = "io.memkeeper.run"
 ENV_FILE_NAME = "memkeeper.env"
 STATE_ROOT = Path("/var/lib")
 SYSTEM_DB = STATE_ROOT / "memkeeper" / "memory.db"
-DOCS_URL = "https://example.invalid/memkeeper/docs/service.md"
 HOME_ROOTS = (Path("/home"), Path("/root"), Path("/run/user"))
 TMP_ROOTS = (Path("/tmp"), Path("/var/tmp"))  # noqa: S108 - recognized, never used
 
@@ -186,7 +185,7 @@ def _under_any(paths: list[Path], roots: tuple[Path, ...]) -> bool:
 
 
 def _unit_header(description: str, inst: Installation) -> list[str]:
-    lines = ["[Unit]", f"Description={description}", f"Documentation={DOCS_URL}"]
+    lines = ["[Unit]", f"Description={description}"]
     if inst.scope == "system":
         lines += ["Wants=network-online.target", "After=network-online.target"]
     return lines
@@ -254,7 +253,6 @@ def render_timer(on_calendar: str = "hourly") -> str:
         "# run missed while the machine was off as soon as it is back.",
         "[Unit]",
         "Description=memkeeper: run due memory maintenance jobs regularly",
-        f"Documentation={DOCS_URL}",
         "",
         "[Timer]",
         f"OnCalendar={on_calendar}",
