@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from memkeeper.audit import image_of
 from memkeeper.clock import to_db
 from memkeeper.config import LlmSection, SummarizeJob
 from memkeeper.db import immediate_transaction
@@ -108,13 +107,9 @@ def due_sessions(ctx: JobContext, max_messages: int) -> list[DueSession]:
 
 def current_summary(ctx: JobContext, session: DueSession) -> Image | None:
     """The session's current summary note (active or pending review), if any."""
-    rows = ctx.store.storage.hot.query(
-        "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = 'note'"
-        " AND key = ? AND state IN ('active', 'pending_review')",
-        [session.user_id, session.namespace, summary_key(session.session_id)],
+    return ctx.store._current(
+        session.user_id, session.namespace, "note", summary_key(session.session_id)
     )
-    row = next(iter(rows), None)
-    return image_of(row) if row else None
 
 
 @dataclass
