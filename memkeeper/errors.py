@@ -76,6 +76,10 @@ class InputFileMissing(MemkeeperError):
     exit_code = EXIT_NO_INPUT
 
 
+class DatabaseMissing(InputFileMissing):
+    """A read was asked of a memory database that does not exist (nothing is created)."""
+
+
 class LockBusy(MemkeeperError):
     """Another memkeeper process holds the lock we need, and waiting did not help."""
 

@@ -20,6 +20,7 @@ from sqlite_utils import Database
 
 from memkeeper.audit import image_of
 from memkeeper.db import checkpoint, open_database
+from memkeeper.errors import DatabaseMissing
 from memkeeper.schema import COLD, HOT
 
 SQL_CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
@@ -39,14 +40,21 @@ def placeholders(count: int) -> str:
 class Storage:
     """The hot database (always open) and the cold database (opened when first needed)."""
 
-    def __init__(self, hot_path: Path, cold_path: Path, *, busy_timeout_ms: int) -> None:
+    def __init__(
+        self, hot_path: Path, cold_path: Path, *, busy_timeout_ms: int, create: bool = True
+    ) -> None:
+        """Open the hot file; with ``create`` false a missing file is an error, not created."""
         self.hot_path = Path(hot_path)
         self.cold_path = Path(cold_path)
         self.busy_timeout_ms = busy_timeout_ms
         # One connection per file, shared by this object's threads; the lock serializes them.
         self.lock = threading.RLock()
-        hot = open_database(self.hot_path, HOT, busy_timeout_ms=busy_timeout_ms, create=True)
-        assert hot is not None
+        hot = open_database(self.hot_path, HOT, busy_timeout_ms=busy_timeout_ms, create=create)
+        if hot is None:
+            raise DatabaseMissing(
+                f"memory database {self.hot_path} does not exist (nothing was created); "
+                "check --db, MEMKEEPER_DB or database.path"
+            )
         self.hot: Database = hot
         self._cold: Database | None = None
 

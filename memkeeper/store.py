@@ -83,6 +83,8 @@ class MemoryStore:
     ``MemoryStore()`` opens (creating on first use) the database in the per-user data
     directory; ``MemoryStore(path)`` opens another. ``clock`` supplies "now" (tests and the
     CLI's ``--now`` pass a fixed one); ``actor`` prefixes the change log's actor column.
+    ``create=False`` opens an existing database only: a missing one raises
+    :class:`~memkeeper.errors.DatabaseMissing` instead of being created (read commands use it).
     """
 
     def __init__(
@@ -92,12 +94,15 @@ class MemoryStore:
         config: Config | None = None,
         clock: Clock | None = None,
         actor: str = "api",
+        create: bool = True,
     ) -> None:
         self.config = config or Config()
         hot, cold = resolve_paths(path, self.config)
         self.clock: Clock = clock or system_now
         self.actor = actor
-        self.storage = Storage(hot, cold, busy_timeout_ms=self.config.database.busy_timeout_ms)
+        self.storage = Storage(
+            hot, cold, busy_timeout_ms=self.config.database.busy_timeout_ms, create=create
+        )
 
     # -- plumbing ---------------------------------------------------------------------------
 
