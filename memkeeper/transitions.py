@@ -18,12 +18,18 @@ crash at any instant leaves the entry recoverable in exactly one place:
 * cold file: write the entry's cold image (for hot→cold) and mark its id in
   ``moves_in_flight``;
 * hot file: insert / delete the hot row and write the change-log row;
-* cold file: delete the cold copy (for cold→hot) and clear the mark.
+* cold file, under the hot write lock again: :func:`reconcile`, which deletes the cold copy
+  (for cold→hot) and clears the mark.
 
-:func:`reconcile` (run under the hot lock before every apply and at the start of every job
-run) settles marked ids: if the id is in the hot file, the hot file is the truth — the move
-either never committed there (hot→cold) or committed (cold→hot) — and the cold copy goes;
-otherwise the cold copy is the only one and stays. Either way the mark is cleared.
+Every cold-file write happens under the hot write lock and decides by what the hot file holds,
+never by id alone: between our hot commit and our cleanup another writer may already have
+moved the entry again.
+
+:func:`reconcile` (run under the hot lock before every apply, after every move, and at the
+start of every job run) settles marked ids: if the id is in the hot file, the hot file is the
+truth — the move either never committed there (hot→cold) or committed (cold→hot) — and the
+cold copy goes; otherwise the cold copy is the only one and stays. Either way the mark is
+cleared.
 """
 
 from __future__ import annotations
@@ -242,7 +248,6 @@ def apply(
             raise RuntimeError("moves to or from cold storage need their own transaction")
         hot_committed = False
         marks: list[str] = []
-        removed_from_cold: list[str] = []
         try:
             with immediate_transaction(storage.hot):
                 if touches_cold:
@@ -252,9 +257,6 @@ def apply(
                 ready = [(t, cur) for t, cur in pairs if cur == t.expected]
                 into_cold = [t.target for t, cur in ready if _is_cold(t.target)]
                 marks = [t.memory_id for t, cur in ready if _is_cold(cur) != _is_cold(t.target)]
-                removed_from_cold = [
-                    t.memory_id for t, cur in ready if _is_cold(cur) and not _is_cold(t.target)
-                ]
                 if into_cold or marks:
                     _write_cold(storage, into_cold, marks, stamp)  # type: ignore[arg-type]
                     step_hook("cold-written")
@@ -280,7 +282,10 @@ def apply(
             hot_committed = True
             step_hook("hot-committed")
             if marks:
-                _clear_cold(storage, removed_from_cold, marks)
+                # The cold cleanup runs under the hot write lock again and decides by what the
+                # hot file holds now: another writer may have moved the entry on since our
+                # commit (a restore retired again at once), and deleting by id would lose it.
+                reconcile_now(storage)
                 step_hook("cold-cleared")
         except BaseException:
             if marks and not hot_committed:
