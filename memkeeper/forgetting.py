@@ -3,95 +3,158 @@
 Forgetting deletes the entries from the hot file and from cold storage, deletes every
 change-log row about them (their before/after images hold the content), and writes one
 tombstone row saying what was erased, when and by whom — ids and counts, never content.
-``secure_delete`` (set on every connection) overwrites the freed pages, and a WAL checkpoint
-afterwards removes the old page images from the write-ahead log, so no byte of a forgotten
-value stays in either file.
+Then :mod:`memkeeper.scrub` makes sure no byte of an erased text is left in either file or
+its write-ahead log, including stale copies in the unused space of live pages.
 
 Forgetting something that is not there changes nothing and writes no tombstone.
 
-If another process holds a read transaction open at that instant, the checkpoint cannot
-truncate the write-ahead log and old page images stay in it until the next checkpoint; every
-job run ends with one, and SQLite checkpoints when the last connection closes.
-
-Order matters for crash safety: the cold copies go first, then the hot rows and the log in one
-commit. A crash in between leaves the entry still in the hot file, so forgetting again
-finishes the job; it never leaves the content behind a tombstone that claims it is gone.
+Retryable until no byte remains. The steps are: cold rows deleted (cold commit); hot rows,
+change-log rows, tombstone and a ``pending_scrubs`` row (hot commit); scrub; the
+``pending_scrubs`` row removed. A crash after the cold commit leaves the entry's change-log
+rows in the hot file: a retry finds the entry through them (by id, or by owner and key in
+their images) and finishes. A crash after the hot commit leaves the ``pending_scrubs`` row:
+the next erasure, or the next job run, rebuilds both files.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from memkeeper import transitions
 from memkeeper.audit import change_row, insert_changes
 from memkeeper.clock import to_db
 from memkeeper.db import immediate_transaction
+from memkeeper.scrub import needles_of, scrub
 from memkeeper.storage import Storage, chunks, placeholders
 from memkeeper.transitions import reconcile
 
+_TEXT_FIELDS = ("key", "value", "source")
 
-def _delete_ids(db, table: str, column: str, ids: Sequence[str]) -> int:
+
+@dataclass(frozen=True)
+class Selection:
+    """What to erase: one entry by id, one key of an owner, or everything of a user."""
+
+    user_id: str | None = None
+    namespace: str | None = None
+    key: str | None = None
+    memory_id: str | None = None
+
+    @property
+    def whole_user(self) -> bool:
+        return self.memory_id is None and self.key is None and self.namespace is None
+
+    def memory_where(self) -> tuple[str, list[Any]]:
+        """A WHERE clause valid for both memory tables."""
+        if self.memory_id is not None:
+            return "id = ?", [self.memory_id]
+        if self.whole_user:
+            return "user_id = ?", [self.user_id]
+        return "user_id = ? AND namespace = ? AND key = ?", [self.user_id, self.namespace, self.key]
+
+    def change_where(self) -> tuple[str, list[Any]]:
+        """A WHERE clause on ``changes`` finding the rows of entries no table holds any more."""
+        if self.memory_id is not None:
+            return "memory_id = ?", [self.memory_id]
+        if self.whole_user:
+            return "user_id = ?", [self.user_id]
+        return (
+            "user_id = ? AND namespace = ? AND memory_id IS NOT NULL"
+            " AND ? IN (json_extract(before, '$.key'), json_extract(after, '$.key'))",
+            [self.user_id, self.namespace, self.key],
+        )
+
+
+def _delete_ids(conn, table: str, column: str, ids: Sequence[Any]) -> int:
     count = 0
     for part in chunks(list(ids)):
-        cursor = db.conn.execute(
+        cursor = conn.execute(
             f"DELETE FROM {table} WHERE {column} IN ({placeholders(len(part))})", list(part)
         )
         count += cursor.rowcount
     return count
 
 
-def erase(
-    storage: Storage,
-    *,
-    find_sql: str,
-    params: Sequence[object],
-    actor: str,
-    now: datetime,
-    user_id: str,
-    namespace: str | None,
-    reason: str,
-    whole_user: bool = False,
-) -> dict[str, int]:
-    """Erase the memories selected by ``find_sql`` (a ``WHERE`` clause valid for both files).
+def _texts_of_changes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    texts = []
+    for row in rows:
+        for column in ("before", "after"):
+            if row[column]:
+                image = json.loads(row[column])
+                texts.extend(image.get(field) for field in _TEXT_FIELDS)
+    return texts
 
-    With ``whole_user``, also the user's messages, episodes and every change-log row about
-    them. Returns counts of what was erased.
+
+def erase(
+    storage: Storage, selection: Selection, *, actor: str, now: datetime, reason: str
+) -> dict[str, int]:
+    """Erase what ``selection`` names, with its change-log rows; returns counts.
+
+    With a whole-user selection, also the user's messages and episodes. Returns counts of
+    what was erased (all zero when nothing was there).
     """
+    hot = storage.hot
+    where, params = selection.memory_where()
     with storage.lock:
-        with immediate_transaction(storage.hot):
+        with immediate_transaction(hot):
             reconcile(storage)
-            ids = [
-                row["id"]
-                for row in storage.hot.query(f"SELECT id FROM memories WHERE {find_sql}", params)
-            ]
+            interrupted = [row["id"] for row in hot.query("SELECT id FROM pending_scrubs")]
+            hot_rows = list(hot.query(f"SELECT * FROM memories WHERE {where}", params))
             cold = storage.cold(create=False)
-            cold_ids: list[str] = []
-            if cold is not None:
-                cold_ids = [
-                    row["id"]
-                    for row in cold.query(f"SELECT id FROM cold_memories WHERE {find_sql}", params)
-                ]
-                if cold_ids:
-                    with immediate_transaction(cold):
-                        _delete_ids(cold, "cold_memories", "id", cold_ids)
-            all_ids = sorted(set(ids) | set(cold_ids))
+            cold_rows = (
+                list(cold.query(f"SELECT * FROM cold_memories WHERE {where}", params))
+                if cold is not None
+                else []
+            )
+            change_sql, change_params = selection.change_where()
+            orphans = list(
+                hot.query(
+                    f"SELECT id, memory_id, user_id, namespace, before, after FROM changes"
+                    f" WHERE {change_sql}",
+                    change_params,
+                )
+            )
+            all_ids = sorted(
+                {r["id"] for r in hot_rows}
+                | {r["id"] for r in cold_rows}
+                | {r["memory_id"] for r in orphans if r["memory_id"]}
+            )
+            owner = (hot_rows or cold_rows or orphans or [{}])[0]
+            user_id = selection.user_id or owner.get("user_id")
+            namespace = selection.namespace if not selection.memory_id else owner.get("namespace")
+            texts = [row[f] for row in hot_rows + cold_rows for f in _TEXT_FIELDS]
+            texts += _texts_of_changes(orphans)
+            if cold is not None and cold_rows:
+                with immediate_transaction(cold):
+                    _delete_ids(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows])
+                transitions.step_hook("forget-cold-committed")
+            conn = hot.conn
             counts = {"memories": len(all_ids)}
-            _delete_ids(storage.hot, "memories", "id", ids)
-            counts["changes"] = _delete_ids(storage.hot, "changes", "memory_id", all_ids)
-            if whole_user:
-                conn = storage.hot.conn
-                counts["messages"] = conn.execute(
-                    "DELETE FROM messages WHERE user_id = ?", [user_id]
-                ).rowcount
-                counts["episodes"] = conn.execute(
-                    "DELETE FROM episodes WHERE user_id = ?", [user_id]
-                ).rowcount
-                counts["changes"] += conn.execute(
-                    "DELETE FROM changes WHERE user_id = ?", [user_id]
-                ).rowcount
-            if any(counts.values()):
+            _delete_ids(conn, "memories", "id", [r["id"] for r in hot_rows])
+            counts["changes"] = _delete_ids(conn, "changes", "memory_id", all_ids)
+            counts["changes"] += _delete_ids(conn, "changes", "id", [r["id"] for r in orphans])
+            if selection.whole_user:
+                for table, columns in (
+                    ("messages", ("content",)),
+                    ("episodes", ("task_name", "input_summary", "output_summary", "user_feedback")),
+                ):
+                    rows = list(
+                        hot.query(
+                            f"SELECT {', '.join(columns)} FROM {table} WHERE user_id = ?", [user_id]
+                        )
+                    )
+                    texts += [row[c] for row in rows for c in columns]
+                    counts[table] = conn.execute(
+                        f"DELETE FROM {table} WHERE user_id = ?", [user_id]
+                    ).rowcount
+            erased_anything = any(counts.values())
+            if erased_anything:
                 insert_changes(
-                    storage.hot,
+                    hot,
                     [
                         change_row(
                             at=to_db(now),
@@ -106,5 +169,35 @@ def erase(
                         )
                     ],
                 )
-        storage.checkpoint()
+            marker = None
+            if erased_anything or interrupted:
+                marker = conn.execute(
+                    "INSERT INTO pending_scrubs (at) VALUES (?) RETURNING id", [to_db(now)]
+                ).fetchone()[0]
+            transitions.step_hook("forget-hot-written")
+        transitions.step_hook("forget-hot-committed")
+        if marker is not None:
+            needles = None if interrupted else needles_of(texts)
+            finish_scrub(storage, needles, [*interrupted, marker])
     return counts
+
+
+def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence[int]) -> None:
+    """Scrub both files (see :mod:`memkeeper.scrub`), then remove those ``pending_scrubs`` rows."""
+    files = [(storage.hot, storage.hot_path)]
+    cold = storage.cold(create=False)
+    if cold is not None:
+        files.append((cold, storage.cold_path))
+    scrub(files, needles, timeout_s=storage.busy_timeout_ms / 1000)
+    transitions.step_hook("forget-scrubbed")
+    with immediate_transaction(storage.hot):
+        _delete_ids(storage.hot.conn, "pending_scrubs", "id", markers)
+
+
+def finish_interrupted(storage: Storage) -> bool:
+    """Rebuild both files if an erasure was interrupted after its commit. True if it was."""
+    with storage.lock:
+        pending = [row["id"] for row in storage.hot.query("SELECT id FROM pending_scrubs")]
+        if pending:
+            finish_scrub(storage, None, pending)
+    return bool(pending)

@@ -160,6 +160,14 @@ def _hot_initial(db: Database) -> None:
     )
 
 
+@hot_migrations(name="0002_pending_scrubs")
+def _hot_pending_scrubs(db: Database) -> None:
+    # An erasure commits a row here with its deletes and removes it once no erased byte is
+    # left in either file; a row still here means an erasure was interrupted before that, so
+    # the next erasure (or job run) rebuilds both files. Holds no content: an id and a time.
+    db.execute("CREATE TABLE pending_scrubs (id INTEGER PRIMARY KEY, at TEXT NOT NULL)")
+
+
 @cold_migrations(name="0001_initial")
 def _cold_initial(db: Database) -> None:
     db.executescript(

@@ -343,5 +343,6 @@ def test_several_processes_creating_one_new_database_at_once(tmp_path: Path) -> 
     assert len(raw_rows(path, "memories")) == 8
     migrations = raw_rows(path, "_sqlite_migrations")
     assert [(row["migration_set"], row["name"]) for row in migrations] == [
-        ("memkeeper", "0001_initial")
+        ("memkeeper", "0001_initial"),
+        ("memkeeper", "0002_pending_scrubs"),
     ]

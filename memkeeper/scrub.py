@@ -1,0 +1,109 @@
+"""Erased bytes leave the files: checkpoint, scan, and rebuild a file that still holds them.
+
+``secure_delete`` zeroes a deleted row's cell, but SQLite's page rebuilds (when a b-tree page
+splits or merges) leave stale copies of moved cells in the unused gap of live pages, where
+no later delete reaches them. After an erasure, :func:`scrub` therefore:
+
+1. checkpoints each file with ``wal_checkpoint(TRUNCATE)``, waiting for readers of older
+   snapshots, so the write-ahead log is empty and the main file holds the committed pages;
+2. scans the main file's raw bytes for each erased text (the values, and their JSON-escaped
+   form as the change log stored them);
+3. rebuilds a file in which any is still found with ``VACUUM`` — every page written anew from
+   the live rows only — and checkpoints it again.
+
+When the erased texts are unknown (an erasure interrupted after its commit, found later
+through ``pending_scrubs``) or too many to scan for, both files are rebuilt unconditionally.
+The scan reads the file once per text (``mmap`` + ``find``), which is far cheaper than a
+``VACUUM`` for the usual one-key forget; the rebuild is what guarantees the result.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import sqlite3
+import time
+from collections.abc import Collection, Iterable
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from memkeeper.errors import LockBusy
+
+MAX_SCANNED_NEEDLES = 32
+"""Above this many byte strings to look for, rebuilding is cheaper than scanning once per text."""
+
+
+def needles_of(texts: Iterable[str | None]) -> set[bytes]:
+    """The byte strings an erased text can leave behind: as stored, and JSON-escaped."""
+    found: set[bytes] = set()
+    for text in texts:
+        if not text:
+            continue
+        found.add(text.encode("utf-8", "surrogatepass"))
+        escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+        found.add(escaped.encode("utf-8", "surrogatepass"))
+    return found
+
+
+def checkpoint_fully(db: Database, path: Path, *, timeout_s: float) -> None:
+    """Fold the whole WAL into the main file and truncate it, waiting for old readers.
+
+    Raises LockBusy when a reader keeps an old snapshot open past ``timeout_s``: erased page
+    images would otherwise stay in the write-ahead log.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            busy, _log, _done = db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.OperationalError:
+            busy = 1
+        if not busy:
+            return
+        if time.monotonic() >= deadline:
+            raise LockBusy(
+                f"the erasure is committed, but another connection kept an old snapshot of "
+                f"{path} open, so erased page images are still in its write-ahead log; "
+                "run the same forget again to finish (repeating it is safe)"
+            )
+        time.sleep(0.05)
+
+
+def file_holds_any(path: Path, needles: Collection[bytes]) -> bool:
+    """True when the file's raw bytes contain any of the needles."""
+    if not needles or not path.exists() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as raw:
+        return any(raw.find(needle) != -1 for needle in needles)
+
+
+def rebuild(db: Database, path: Path, *, timeout_s: float) -> None:
+    """``VACUUM`` the file (every page rewritten from live rows), then empty its WAL."""
+    try:
+        db.conn.execute("VACUUM")
+    except sqlite3.OperationalError as exc:
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            raise LockBusy(
+                f"cannot rebuild {path} to remove erased bytes: it stayed locked; "
+                "run the same forget again to finish (repeating it is safe)"
+            ) from None
+        raise
+    checkpoint_fully(db, path, timeout_s=timeout_s)
+
+
+def scrub(
+    files: Iterable[tuple[Database, Path]], needles: Collection[bytes] | None, *, timeout_s: float
+) -> list[Path]:
+    """Leave no needle in any of the files or their WALs; returns the files rebuilt.
+
+    ``needles`` None means "unknown": every file is rebuilt.
+    """
+    rebuilt = []
+    unknown = needles is None or len(needles) > MAX_SCANNED_NEEDLES
+    for db, path in files:
+        checkpoint_fully(db, path, timeout_s=timeout_s)
+        if unknown or file_holds_any(path, needles or ()):
+            rebuild(db, path, timeout_s=timeout_s)
+            rebuilt.append(path)
+    return rebuilt
