@@ -4,10 +4,11 @@ The schema below is the single source of truth. ``config.toml`` at the root of t
 is generated from it (``memkeeper config init`` writes the same text, and a test checks the
 two never drift), so every key is documented with what it does and its unit.
 
-Loading order: ``--config PATH``, else ``MEMKEEPER_CONFIG``, else the per-user config directory
-(``~/.config/memkeeper/config.toml`` on Linux). A missing default file means defaults; a
-missing file that was asked for explicitly is an error. Validation errors name the file, the
-key and what is wrong.
+Which file is read, and which database it points at, is decided by
+:func:`memkeeper.settings.resolve` for the library, the CLI and the service alike (the order is
+documented once, in the README's "Configuration" section). A missing default file means
+defaults; a missing file that was asked for explicitly is an error. Validation errors name the
+file, the key and what is wrong.
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ def _check_schedule(value: str) -> str:
 class DatabaseSection(_Section):
     path: str = Field(
         "",
-        description="Path of the hot memory database, used when neither --db nor MEMKEEPER_DB "
-        "is given. Empty: memory.db in the per-user data directory.",
+        description="Absolute path of the hot memory database, used when neither --db nor "
+        "MEMKEEPER_DB is given. Empty: memory.db in the per-user data directory.",
     )
     cold_path: str = Field(
         "",
-        description="Path of the cold-storage database. Empty: beside the hot file, "
-        "named <hot name>-cold.db.",
+        description="Absolute path of the cold-storage database of that hot file (a hot file "
+        "named by --db or MEMKEEPER_DB keeps its own). Empty: beside the hot file, named "
+        "<hot name>-cold.db.",
     )
     busy_timeout_ms: int = Field(
         5000,
@@ -60,6 +62,15 @@ class DatabaseSection(_Section):
         le=10000,
         description="Entries changed per transaction by jobs and imports (keeps locks short).",
     )
+
+    @field_validator("path", "cold_path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        # A relative path would name a different file in every working directory: the agent,
+        # the CLI and the service would not share one database.
+        if value and not Path(value).expanduser().is_absolute():
+            raise ValueError(f"{value!r} must be an absolute path (or start with ~/)")
+        return value
 
 
 class LimitsSection(_Section):

@@ -2,13 +2,13 @@
 
 The database lives in the per-user data directory (``~/.local/share/memkeeper`` on Linux,
 ``~/Library/Application Support/memkeeper`` on macOS) and the configuration in the per-user
-config directory (``~/.config/memkeeper/config.toml`` on Linux). ``MEMKEEPER_DB`` and
-``MEMKEEPER_CONFIG`` override them; the CLI's ``--db`` and ``--config`` override those.
+config directory (``~/.config/memkeeper/config.toml`` on Linux). Which file is actually used
+(arguments, ``MEMKEEPER_DB``, ``MEMKEEPER_CONFIG``, ``database.path``) is decided in one place
+for every caller: :func:`memkeeper.settings.resolve`.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import platformdirs
@@ -29,14 +29,6 @@ def user_data_dir() -> Path:
 def user_config_dir() -> Path:
     """The per-user configuration directory for memkeeper (not created here)."""
     return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
-
-
-def default_config_path() -> Path:
-    """The config file path used when ``--config`` is not given."""
-    env = os.environ.get(ENV_CONFIG)
-    if env:
-        return Path(env).expanduser()
-    return user_config_dir() / CONFIG_FILENAME
 
 
 def cold_path_for(hot_path: Path) -> Path:

@@ -10,7 +10,6 @@ threads of one process (an internal lock). Every change to a memory goes through
 from __future__ import annotations
 
 import builtins
-import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import replace
@@ -25,8 +24,7 @@ from memkeeper.clock import Clock, system_now, to_db
 from memkeeper.config import Config
 from memkeeper.db import immediate_transaction
 from memkeeper.errors import InvalidInput, NotFound
-from memkeeper.forgetting import erase
-from memkeeper.paths import DB_FILENAME, ENV_DB, cold_path_for, user_data_dir
+from memkeeper.forgetting import Selection, erase
 from memkeeper.records import (
     KEYED_KINDS,
     Change,
@@ -37,6 +35,7 @@ from memkeeper.records import (
     Message,
 )
 from memkeeper.scoring import rank_key, retention_score
+from memkeeper.settings import database_paths, resolve
 from memkeeper.storage import Storage
 from memkeeper.transitions import (
     Image,
@@ -59,29 +58,21 @@ def new_memory_id() -> str:
 
 
 def resolve_paths(path: str | Path | None, config: Config) -> tuple[Path, Path]:
-    """The hot and cold file paths.
-
-    The hot file: the ``path`` argument (``--db``), else ``MEMKEEPER_DB``, else the config's
-    ``database.path``, else ``memory.db`` in the per-user data directory. The cold file: the
-    config's ``database.cold_path``, else ``<hot name>-cold.db`` beside the hot file.
-    """
-    if path is not None and str(path) != "":
-        hot = Path(path).expanduser()
-    elif os.environ.get(ENV_DB):
-        hot = Path(os.environ[ENV_DB]).expanduser()
-    elif config.database.path:
-        hot = Path(config.database.path).expanduser()
-    else:
-        hot = user_data_dir() / DB_FILENAME
-    cold = Path(config.database.cold_path).expanduser() if config.database.cold_path else None
-    return hot, cold or cold_path_for(hot)
+    """The hot and cold file paths, by :func:`memkeeper.settings.database_paths` (the one
+    resolution shared with the CLI and the service; README "Configuration")."""
+    hot, cold, _source = database_paths(path, config)
+    return hot, cold
 
 
 class MemoryStore:
     """The memory of every user and agent, in one SQLite database (and its cold storage).
 
-    ``MemoryStore()`` opens (creating on first use) the database in the per-user data
-    directory; ``MemoryStore(path)`` opens another. ``clock`` supplies "now" (tests and the
+    ``MemoryStore()`` opens (creating on first use) the database and settings the CLI and the
+    service use: ``MEMKEEPER_DB``, else ``database.path`` of the config file
+    (``MEMKEEPER_CONFIG``, else the per-user one), else the per-user data directory — see
+    :mod:`memkeeper.settings` and the README's "Configuration". ``MemoryStore(path)`` opens
+    another file; ``config`` is a Config or a config file path (default: the config file, so
+    ``[limits]`` etc. apply to every caller alike). ``clock`` supplies "now" (tests and the
     CLI's ``--now`` pass a fixed one); ``actor`` prefixes the change log's actor column.
     ``create=False`` opens an existing database only: a missing one raises
     :class:`~memkeeper.errors.DatabaseMissing` instead of being created (read commands use it).
@@ -91,13 +82,16 @@ class MemoryStore:
         self,
         path: str | Path | None = None,
         *,
-        config: Config | None = None,
+        config: Config | str | Path | None = None,
         clock: Clock | None = None,
         actor: str = "api",
         create: bool = True,
     ) -> None:
-        self.config = config or Config()
-        hot, cold = resolve_paths(path, self.config)
+        # The same resolution as the CLI and the service: a Config, a config file, or None
+        # for MEMKEEPER_CONFIG / the per-user config file (missing = defaults).
+        settings = resolve(path, config)
+        self.config = settings.config
+        hot, cold = settings.hot_path, settings.cold_path
         self.clock: Clock = clock or system_now
         self.actor = actor
         self.storage = Storage(
@@ -602,29 +596,21 @@ class MemoryStore:
         key = self._key(key)
         counts = erase(
             self.storage,
-            find_sql="user_id = ? AND namespace = ? AND key = ?",
-            params=[user_id, namespace, key],
+            Selection(user_id=user_id, namespace=namespace, key=key),
             actor=f"{self.actor}:forget",
             now=self.now(),
-            user_id=user_id,
-            namespace=namespace,
             reason="erased every value of one key at the user's request",
         )
         return counts["memories"]
 
     def forget_memory(self, memory_id: str) -> int:
         """Erase one entry (a note, say) by id, with its history. Returns 1, or 0 if absent."""
-        memory = self.get(memory_id)
-        if memory is None:
-            return 0
+        self._lookup(("memory_id", memory_id))
         counts = erase(
             self.storage,
-            find_sql="id = ?",
-            params=[memory_id],
+            Selection(memory_id=memory_id),
             actor=f"{self.actor}:forget",
             now=self.now(),
-            user_id=memory.user_id,
-            namespace=memory.namespace,
             reason="erased one entry at the user's request",
         )
         return counts["memories"]
@@ -636,14 +622,10 @@ class MemoryStore:
         )
         return erase(
             self.storage,
-            find_sql="user_id = ?",
-            params=[user_id],
+            Selection(user_id=user_id),
             actor=f"{self.actor}:forget_user",
             now=self.now(),
-            user_id=user_id,
-            namespace=None,
             reason="erased everything about the user at their request",
-            whole_user=True,
         )
 
     # -- the change log and runs ------------------------------------------------------------

@@ -327,7 +327,8 @@ def test_the_user_config_file_is_read_by_default(
     target = isolated_user_dirs / "config" / "memkeeper" / "config.toml"
     target.parent.mkdir(parents=True)
     target.write_text(f"[database]\npath = '{tmp_path / 'configured.db'}'\n")
+    assert run(capsys, "remember", "alice", "city", "Beijing")[0] == 0  # a write creates it
+    assert (tmp_path / "configured.db").exists()
     code, out, _err = run(capsys, "status", "--json")
     assert code == 0
     assert json.loads(out)["files"]["hot"]["path"] == str(tmp_path / "configured.db")
-    assert (tmp_path / "configured.db").exists()

@@ -198,15 +198,27 @@ def test_install_print_system_unit_is_sandboxed_around_the_database(
 
 
 def test_install_print_system_defaults_to_the_state_directory(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], isolated_user_dirs: Path
 ) -> None:
-    out, _ = install_print(
-        capsys, "service", "install", "--system", "--print", "--init-system", "systemd"
+    # This account's agents use the per-user database: the state directory needs the flag.
+    out, err = install_print(
+        capsys,
+        "service",
+        "install",
+        "--system",
+        "--print",
+        "--allow-db-mismatch",
+        "--init-system",
+        "systemd",
     )
     settings = unit_settings(out)
     assert "--db /var/lib/memkeeper/memory.db" in settings["ExecStart"][0]
     assert settings["StateDirectory"] == ["memkeeper"]
     assert "ReadWritePaths" not in settings
+    assert "the service maintains /var/lib/memkeeper/memory.db" in err
+    mine = isolated_user_dirs / "data" / "memkeeper" / "memory.db"
+    assert f"agents and `memkeeper status` use {mine}" in err
+    assert "MEMKEEPER_DB=/var/lib/memkeeper/memory.db" in err
 
 
 def test_install_print_timer(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

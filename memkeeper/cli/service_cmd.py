@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import getpass
 import os
+import pwd
+import shlex
 import sys
 from pathlib import Path
 
 import click
 
+from memkeeper import settings
 from memkeeper.cli import App, pass_app
 from memkeeper.errors import ConfigError, StorageUnwritable
-from memkeeper.paths import ENV_DB, default_config_path
+from memkeeper.paths import ENV_DB
 from memkeeper.service_files import (
     ENV_FILE_NAME,
     SYSTEM_DB,
     Installation,
     Scope,
     ServiceFile,
+    directories_to_create,
     installation_read_paths,
     launchd_enable_command,
     launchd_files,
@@ -26,7 +30,9 @@ from memkeeper.service_files import (
     systemd_enable_command,
     systemd_files,
 )
-from memkeeper.store import resolve_paths
+from memkeeper.settings import DB_SOURCE_TEXT, Settings
+
+ALLOW_FLAG = "--allow-db-mismatch"
 
 
 @click.command("run")
@@ -78,27 +84,79 @@ def _system_user() -> str | None:
     return None if name == "root" else name
 
 
-def _installation(app: App, scope: Scope, init_system: str) -> Installation:
+def _installation(app: App, scope: Scope, init_system: str) -> tuple[Installation, Settings]:
+    """What the unit will run, and this account's own resolution of the database (the one
+    its agents and ``memkeeper status`` use), to compare the two."""
     config = app.config  # an invalid config is refused (exit 78) before anything is written
-    explicit_db = bool(app.db or os.environ.get(ENV_DB) or config.database.path)
-    hot, cold = resolve_paths(
-        SYSTEM_DB if scope == "system" and not explicit_db else app.db, config
-    )
-    hot = hot.absolute()
-    cold = cold.absolute()
-    config_file = (app.config_path or default_config_path()).absolute()
+    own = settings.resolve(app.db, config)
+    if scope == "system" and own.db_source == "default":
+        # Nobody named a database: a system service keeps its own in /var/lib/memkeeper.
+        hot, cold, _source = settings.database_paths(SYSTEM_DB, config)
+    else:
+        hot, cold = own.hot_path, own.cold_path
+    config_file = (app.config_path or settings.config_file()[0]).absolute()
     config_path = config_file if config_file.exists() else None
-    return Installation(
+    inst = Installation(
         command=memkeeper_command(),
-        db_path=hot,
+        db_path=hot.absolute(),
         config_path=config_path,
         scope=scope,
         user=_system_user() if scope == "system" else None,
-        cold_path=cold if cold.parent != hot.parent else None,
+        cold_path=cold.absolute(),
         log_dir=launchd_log_dir(scope) if init_system == "launchd" else None,
         env_file=config_file.with_name(ENV_FILE_NAME),
         read_paths=installation_read_paths(),
     )
+    return inst, own
+
+
+def _check_same_database(inst: Installation, own: Settings, allow: bool) -> None:
+    """Refuse (exit 2) a unit that would maintain another database than this account's."""
+    mine = (own.hot_path.absolute(), own.cold_path.absolute())
+    if (inst.db_path, inst.cold_file) == mine:
+        return
+    where = f"{mine[0]} (from {DB_SOURCE_TEXT[own.db_source]})"
+    if allow:
+        click.echo(
+            f"note: this account's agents and `memkeeper status` use {where}; point the "
+            f"agents at the service's database with {ENV_DB}={inst.db_path}",
+            err=True,
+        )
+        return
+    raise click.UsageError(
+        f"the {inst.scope} service would maintain {inst.db_path}, but this account's agents "
+        f"and `memkeeper status` use {where}. Name the database your agents use with --db "
+        f"(or {ENV_DB}, or database.path in the config file), or pass {ALLOW_FLAG} to install "
+        f"for {inst.db_path} anyway and point the agents at it."
+    )
+
+
+def _create_dirs(directories: list[Path], user: str | None) -> None:
+    """Create the service's database directories, owned by the account it runs as (0700)."""
+    for directory in directories:
+        if directory.is_dir():
+            continue
+        owner = _account_ids(user, directory)
+        try:
+            directory.mkdir(parents=True, mode=0o700)
+            if owner is not None:
+                os.chown(directory, *owner)
+        except OSError as exc:
+            raise StorageUnwritable(f"cannot create {directory}: {exc.strerror or exc}") from None
+        who = f"owner {user}, " if user else ""
+        click.echo(f"created {directory} ({who}mode 0700)")
+
+
+def _account_ids(user: str | None, directory: Path) -> tuple[int, int] | None:
+    if user is None:
+        return None
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise StorageUnwritable(
+            f"cannot create {directory} for the service account {user!r}: no such account"
+        ) from None
+    return entry.pw_uid, entry.pw_gid
 
 
 def _write(files: list[ServiceFile]) -> None:
@@ -130,6 +188,14 @@ def _write(files: list[ServiceFile]) -> None:
     help="Install `run-once --due` with an hourly systemd timer instead of the service.",
 )
 @click.option(
+    ALLOW_FLAG,
+    "allow_other_db",
+    is_flag=True,
+    help="Install even though the service's database differs from the one this account's "
+    "agents and `memkeeper status` use (a system service without --db maintains "
+    "/var/lib/memkeeper/memory.db).",
+)
+@click.option(
     "--init-system",
     type=click.Choice(["auto", "systemd", "launchd"]),
     default="auto",
@@ -137,15 +203,30 @@ def _write(files: list[ServiceFile]) -> None:
     help="Which service manager to write for (auto: systemd on Linux, launchd on macOS).",
 )
 @pass_app
-def install(app: App, scope: Scope | None, print_only: bool, timer: bool, init_system: str) -> None:
+def install(
+    app: App,
+    scope: Scope | None,
+    print_only: bool,
+    timer: bool,
+    allow_other_db: bool,
+    init_system: str,
+) -> None:
     """Write the service definition for this installation and print how to enable it.
 
     The unit (or plist) runs this memkeeper with this database and config file, by absolute
-    path. Nothing is enabled or started: the last line printed is the one command to do it.
+    path; the database is resolved as for every command (README, Configuration) and printed.
+    A unit that would maintain another database than this account's agents use is refused
+    (exit 2) unless --allow-db-mismatch is given. Nothing is enabled or started: the last line
+    printed is the one command to do it.
     """
     scope = scope or ("system" if os.geteuid() == 0 else "user")
     manager = _init_system(init_system)
-    inst = _installation(app, scope, manager)
+    inst, own = _installation(app, scope, manager)
+    _check_same_database(inst, own, allow_other_db)
+    click.echo(
+        f"the service maintains {inst.db_path} (cold storage: {inst.cold_file})",
+        err=print_only,
+    )
     if manager == "launchd":
         if timer:
             raise click.UsageError("--timer is for systemd; launchd runs the service (KeepAlive)")
@@ -154,15 +235,24 @@ def install(app: App, scope: Scope | None, print_only: bool, timer: bool, init_s
     else:
         files = systemd_files(inst, timer=timer)
         enable = systemd_enable_command(scope, timer=timer)
+    directories = directories_to_create(inst, manager)
     if print_only:
         for item in files:
             if len(files) > 1:
                 click.echo(f"# ---- {item.path} ----")
             click.echo(item.text, nl=False)
+        for directory in directories:
+            if not directory.is_dir():
+                owner = f" -o {shlex.quote(inst.user)}" if inst.user else ""
+                click.echo(
+                    f"# create first: install -d -m 0700{owner} {shlex.quote(str(directory))}",
+                    err=True,
+                )
         click.echo(
             f"# install as {', '.join(str(f.path) for f in files)}; then: {enable}", err=True
         )
         return
+    _create_dirs(directories, inst.user)
     if inst.log_dir is not None:
         _write_dir(inst.log_dir)
     _write(files)
