@@ -44,7 +44,16 @@ def transition_due(
     for batch in select_batches(
         ctx.store.storage.hot, "memories", where, params, order=order, size=ctx.batch_size
     ):
-        ctx.apply([make(image) for image in batch])
+        transitions = []
+        for image in batch:
+            try:
+                transitions.append(make(image))
+            except (OverflowError, TypeError, ValueError, KeyError) as exc:
+                # One entry this job cannot process must not fail the run for everyone.
+                ctx.skip_unprocessable(
+                    f"{type(exc).__name__}: {exc}", memory_id=image.get("id", "?")
+                )
+        ctx.apply(transitions)
         ctx.advance(len(batch))
         if ctx.should_stop():
             return

@@ -39,9 +39,14 @@ def run(ctx: JobContext) -> None:
     )
     for row in list(overrides):
         ttl = row["ttl_days"]
-        plans.append(
-            (_ACTIVE_OVERRIDE, [ttl, cutoff(now, ttl)], _expirer(ctx, ttl, "(its own TTL)"))
-        )
+        try:
+            due_before = cutoff(now, ttl)
+        except (OverflowError, TypeError, ValueError):
+            # Written before TTLs were bounded, or by hand: no date is that far back, so
+            # nothing with this TTL is due. Skip it, say so, and go on with everyone else.
+            ctx.skip_unprocessable(f"ttl_days {str(ttl)[:24]!s} is out of range", ttl_days=ttl)
+            continue
+        plans.append((_ACTIVE_OVERRIDE, [ttl, due_before], _expirer(ctx, ttl, "(its own TTL)")))
     ctx.set_total(sum(count(ctx, where, params) for where, params, _ in plans))
     for where, params, make in plans:
         order = "state_since" if where is _REVIEW_OVER else "last_used_at"

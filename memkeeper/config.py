@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memkeeper.cron import ScheduleError, parse_schedule
 from memkeeper.errors import ConfigError
+from memkeeper.validation import MAX_DAYS
 
 
 class _Section(BaseModel):
@@ -99,10 +100,13 @@ class ScoringSection(_Section):
     weight_recency: float = Field(0.25, ge=0, description="Weight of how recently it was used.")
     weight_frequency: float = Field(0.15, ge=0, description="Weight of how often it was used.")
     confirmed_half_life_days: float = Field(
-        90, gt=0, description="Days after which confirmation freshness counts half, in days."
+        90,
+        gt=0,
+        le=MAX_DAYS,
+        description="Days after which confirmation freshness counts half, in days.",
     )
     recency_half_life_days: float = Field(
-        30, gt=0, description="Days after which recency of use counts half, in days."
+        30, gt=0, le=MAX_DAYS, description="Days after which recency of use counts half, in days."
     )
     frequency_saturation: int = Field(
         20, gt=0, description="Number of uses at which the frequency component reaches 1."
@@ -110,9 +114,9 @@ class ScoringSection(_Section):
 
 
 class TtlDays(_Section):
-    fact: int = Field(180, gt=0, description="TTL of facts, in days.")
-    preference: int = Field(30, gt=0, description="TTL of preferences, in days.")
-    note: int = Field(90, gt=0, description="TTL of notes, in days.")
+    fact: int = Field(180, gt=0, le=MAX_DAYS, description="TTL of facts, in days.")
+    preference: int = Field(30, gt=0, le=MAX_DAYS, description="TTL of preferences, in days.")
+    note: int = Field(90, gt=0, le=MAX_DAYS, description="TTL of notes, in days.")
 
 
 class _Job(_Section):
@@ -136,6 +140,7 @@ class ExpireJob(_Job):
     review_grace_days: int = Field(
         14,
         gt=0,
+        le=MAX_DAYS,
         description="Days a pending-review entry may stay unused before it is retired to cold "
         "storage.",
     )
@@ -146,7 +151,9 @@ class DemoteJob(_Job):
     min_confidence: float = Field(
         0.5, ge=0, le=1, description="Entries below this confidence (0-1) may be demoted."
     )
-    unused_days: int = Field(30, gt=0, description="...if nobody used them for this many days.")
+    unused_days: int = Field(
+        30, gt=0, le=MAX_DAYS, description="...if nobody used them for this many days."
+    )
 
 
 class PruneJob(_Job):
@@ -161,6 +168,7 @@ class SettleJob(_Job):
     grey_days: int = Field(
         14,
         gt=0,
+        le=MAX_DAYS,
         description="Days a superseded value is kept in the hot file before it goes to cold "
         "storage (its grey period).",
     )
@@ -177,6 +185,7 @@ class SummarizeJob(_Job):
     summarized_retention_days: int = Field(
         0,
         ge=0,
+        le=MAX_DAYS,
         description="How long summarized messages are kept (counted from when they were "
         "summarized) before deletion, in days; 0 keeps them forever.",
     )

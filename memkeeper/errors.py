@@ -64,6 +64,16 @@ class StorageUnwritable(MemkeeperError):
     exit_code = EXIT_CANT_CREATE
 
 
+class StorageFull(StorageUnwritable):
+    """The disk holding a database file is full; the write was rolled back."""
+
+
+class WriteConflict(MemkeeperError):
+    """Two writers raced past memkeeper's checks; this write was rolled back. Retry it."""
+
+    exit_code = EXIT_BUSY
+
+
 class ImportFileError(MemkeeperError):
     """An import file is malformed; the message names the line or key at fault."""
 

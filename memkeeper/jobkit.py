@@ -115,6 +115,11 @@ class JobContext:
         if self.progress is not None:
             self.progress(self.job, self._done, self._total)
 
+    def skip_unprocessable(self, why: str, **where: Any) -> None:
+        """Log an entry (or a group of entries) the job cannot process, count it, go on."""
+        self.skipped += 1
+        self.log.warning("skipped what this job cannot process", why=why, **where)
+
     def apply(self, transitions: Sequence[Transition]) -> list[Outcome]:
         """Apply one batch through the shared mechanism (or preview it in a dry run)."""
         outcomes = apply(

@@ -71,9 +71,11 @@ class FileLock:
                         f"the {self.purpose} lock ({self.path}) is held by {holder}{waited}"
                     ) from None
                 time.sleep(POLL_SECONDS)
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        # The holder's pid is only for messages: a full disk must not fail the lock itself.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
 
     def release(self) -> None:

@@ -17,13 +17,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from memkeeper import validation
 from memkeeper.audit import explain as render_explanation
 from memkeeper.audit import image_of, query_changes
 from memkeeper.clock import Clock, system_now, to_db
 from memkeeper.config import Config
 from memkeeper.db import immediate_transaction
-from memkeeper.errors import InvalidInput, NotFound
+from memkeeper.errors import InvalidInput, NotFound, StorageUnwritable
 from memkeeper.forgetting import Selection, erase
 from memkeeper.records import (
     KEYED_KINDS,
@@ -47,6 +49,8 @@ from memkeeper.transitions import (
     used_image,
     with_changes,
 )
+
+log = structlog.get_logger("memkeeper.store")
 
 DEFAULT_CONFIDENCE = 0.9
 """Confidence of a remembered value when the caller does not say (≈ stated by the user)."""
@@ -421,6 +425,48 @@ class MemoryStore:
         user_id, namespace = self._owner(user_id, namespace)
         key = self._key(key)
         kinds = KEYED_KINDS if kind is None else (validation.kind(kind),)
+        try:
+            return self._recall_and_mark(user_id, namespace, key, kinds)
+        except StorageUnwritable as exc:
+            # A read-only (or full) database still answers; only the use goes unrecorded.
+            memory = self._peek(user_id, namespace, key, kinds)
+            if memory is not None:
+                log.warning(
+                    "recalled, but its use could not be recorded",
+                    memory_id=memory.id,
+                    cause=str(exc),
+                )
+            return memory
+
+    def _peek(self, user_id: str, namespace: str, key: str, kinds: Sequence[str]) -> Memory | None:
+        """The value ``recall`` would return, read without marking anything."""
+        sql = (
+            " WHERE user_id = ? AND namespace = ? AND key = ?"
+            f" AND kind IN ({', '.join('?' * len(kinds))})"
+        )
+        params = [user_id, namespace, key, *kinds]
+        with self.storage.lock:
+            rows = builtins.list(
+                self.storage.hot.query(
+                    f"SELECT * FROM memories{sql} AND state IN ('active', 'pending_review')"
+                    " ORDER BY last_used_at DESC LIMIT 1",
+                    params,
+                )
+            )
+            cold = self.storage.cold(create=False)
+            if not rows and cold is not None:
+                rows = builtins.list(
+                    cold.query(
+                        f"SELECT * FROM cold_memories{sql}"
+                        " ORDER BY cold_reason = 'superseded', updated_at DESC LIMIT 1",
+                        params,
+                    )
+                )
+        return Memory.from_image(image_of(rows[0])) if rows else None
+
+    def _recall_and_mark(
+        self, user_id: str, namespace: str, key: str, kinds: Sequence[str]
+    ) -> Memory | None:
         with self.storage.lock:
             with immediate_transaction(self.storage.hot):
                 now = self.now()
@@ -472,10 +518,9 @@ class MemoryStore:
             "recall",
         )[0]
         if not outcome.applied:
-            # Someone else moved it meanwhile (or made another value current): look again.
-            return self.recall(
-                user_id, key, namespace=namespace, kind=kinds[0] if len(kinds) == 1 else None
-            )
+            # Someone else moved it meanwhile, or made a newer value current (the newer write
+            # wins): look again.
+            return self._recall_and_mark(user_id, namespace, key, kinds)
         return Memory.from_image(target)
 
     def get(self, memory_id: str) -> Memory | None:
@@ -729,9 +774,7 @@ class MemoryStore:
 
     @staticmethod
     def _limit(limit: int) -> int:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInput(f"limit must be a whole number of at least 1 (got {limit!r})")
-        return limit
+        return validation.limit(limit)
 
 
 def _file_sizes(path: Path) -> dict[str, Any]:

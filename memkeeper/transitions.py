@@ -198,6 +198,54 @@ def _write_hot(storage: Storage, pairs: Sequence[tuple[Transition, Image | None]
     conn.executemany(f"INSERT INTO memories ({names}) VALUES ({values})", inserts)
 
 
+_CURRENT_STATES = ("active", "pending_review")
+
+
+def _current_key(image: Image | None) -> tuple[str, str, str, str] | None:
+    """The (user, namespace, kind, key) slot an image holds as the current value, if any."""
+    if image is None or image["state"] not in _CURRENT_STATES or image["key"] is None:
+        return None
+    return (image["user_id"], image["namespace"], image["kind"], image["key"])
+
+
+def _without_key_conflicts(
+    storage: Storage, ready: list[tuple[Transition, Image | None]]
+) -> list[tuple[Transition, Image | None]]:
+    """Drop transitions that would make a second current value for one key.
+
+    Another writer may have made a newer value current since the caller looked (an agent's
+    ``remember`` while a ``recall`` brings the old value back from cold storage). The newer
+    write wins: the transition is skipped like any whose entry changed, and the caller looks
+    again. A slot vacated by another transition of the same batch is free.
+    """
+    vacated = {
+        t.memory_id
+        for t, cur in ready
+        if _current_key(cur) is not None and _current_key(cur) != _current_key(t.target)
+    }
+    claimed: set[tuple[str, str, str, str]] = set()
+    kept = []
+    for transition, current in ready:
+        slot = _current_key(transition.target)
+        if slot is None or slot == _current_key(current):
+            kept.append((transition, current))
+            continue
+        holders = [
+            row[0]
+            for row in storage.hot.execute(
+                "SELECT id FROM memories WHERE user_id = ? AND namespace = ? AND kind = ?"
+                " AND key = ? AND state IN ('active', 'pending_review')",
+                list(slot),
+            )
+        ]
+        taken = any(h != transition.memory_id and h not in vacated for h in holders)
+        if taken or slot in claimed:
+            continue
+        claimed.add(slot)
+        kept.append((transition, current))
+    return kept
+
+
 def reconcile(storage: Storage) -> int:
     """Settle moves a crash interrupted (see the module docstring). Returns entries fixed.
 
@@ -254,7 +302,9 @@ def apply(
                     reconcile(storage)
                 current = storage.current_images(ids)
                 pairs = [(t, current.get(t.memory_id)) for t in transitions]
-                ready = [(t, cur) for t, cur in pairs if cur == t.expected]
+                ready = _without_key_conflicts(
+                    storage, [(t, cur) for t, cur in pairs if cur == t.expected]
+                )
                 into_cold = [t.target for t, cur in ready if _is_cold(t.target)]
                 marks = [t.memory_id for t, cur in ready if _is_cold(cur) != _is_cold(t.target)]
                 if into_cold or marks:
@@ -292,4 +342,5 @@ def apply(
                 # The hot side rolled back: the cold copies written for it are stale.
                 reconcile_now(storage)
             raise
-        return [Outcome(t, cur == t.expected, cur) for t, cur in pairs]
+        applied = {t.memory_id for t, _ in ready}
+        return [Outcome(t, t.memory_id in applied, cur) for t, cur in pairs]

@@ -54,22 +54,54 @@ def text(field: str, value: Any, *, max_bytes: int, allow_empty: bool = False) -
     return value
 
 
+MAX_DAYS = 36_500
+"""Longest period in days anything may be set to (a TTL, a grace period): 100 years.
+
+Unbounded day counts overflow date arithmetic (a TTL of 10**6 days reaches before year 1) and
+SQLite's 64-bit integers; past a century a TTL means "never", which pinning says better.
+"""
+
+MAX_LIMIT = 1_000_000
+"""Largest ``limit`` a listing accepts."""
+
+
+def _short(value: Any) -> str:
+    """A number for an error message, cut short when it is enormous."""
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
+
+
 def confidence(value: Any) -> float:
     """A confidence between 0 and 1."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidInput(f"confidence must be a number from 0 to 1, not {type(value).__name__}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InvalidInput(f"confidence must be from 0 to 1 (got {_short(value)})") from None
     if math.isnan(number) or not 0.0 <= number <= 1.0:
-        raise InvalidInput(f"confidence must be from 0 to 1 (got {value})")
+        raise InvalidInput(f"confidence must be from 0 to 1 (got {_short(value)})")
     return number
 
 
 def ttl_days(value: Any) -> int | None:
-    """A per-entry TTL override in days (None: the kind's TTL)."""
+    """A per-entry TTL override in days (None: the kind's TTL), at most :data:`MAX_DAYS`."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidInput(f"ttl_days must be a whole number of days above 0 (got {value!r})")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_DAYS:
+        raise InvalidInput(
+            f"ttl_days must be a whole number of days from 1 to {MAX_DAYS} "
+            f"(got {_short(value)}); pin the entry to keep it forever"
+        )
+    return value
+
+
+def limit(value: Any) -> int:
+    """How many rows a listing returns: a whole number from 1 to :data:`MAX_LIMIT`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidInput(
+            f"limit must be a whole number from 1 to {MAX_LIMIT} (got {_short(value)})"
+        )
     return value
 
 
