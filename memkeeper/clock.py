@@ -49,26 +49,46 @@ def from_db(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text).astimezone(UTC)
 
 
+USER_TIME_RANGE = (datetime(1970, 1, 1, tzinfo=UTC), datetime(3000, 1, 1, tzinfo=UTC))
+"""Times a person may give (``--now``, import files): from 1970 up to (not including) 3000.
+
+Far enough either way for any what-if; near enough that adding a TTL or a schedule to it
+cannot overflow Python's datetime (which ends at 9999-12-31).
+"""
+
+
 def parse_user_time(text: str) -> datetime:
     """Parse a time typed by a person (``--now``, ``MEMKEEPER_NOW``, import files).
 
     Accepts ISO-8601 dates and date-times; ``Z`` and offsets are honoured, and a time
     without an offset is taken as UTC (documented: memkeeper never guesses a local zone).
+    Empty text and times outside :data:`USER_TIME_RANGE` raise InvalidTime naming the value.
     """
     raw = text.strip()
+    shown = repr(text if len(text) <= 64 else text[:64] + "…")
     if not raw:
         raise InvalidTime(
-            "empty time; expected ISO-8601 such as 2027-03-01 or 2027-03-01T12:00:00Z"
+            f"empty time {shown}; expected ISO-8601 such as 2027-03-01 or 2027-03-01T12:00:00Z"
         )
     try:
         parsed = datetime.fromisoformat(raw.replace("z", "Z"))
     except ValueError:
         raise InvalidTime(
-            f"{text!r} is not an ISO-8601 time; expected e.g. 2027-03-01 or 2027-03-01T12:00:00Z"
+            f"{shown} is not an ISO-8601 time; expected e.g. 2027-03-01 or 2027-03-01T12:00:00Z"
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    earliest, end = USER_TIME_RANGE
+    try:
+        parsed = parsed.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00, 9999-12-31T23:59-01:00
+        parsed = None
+    if parsed is None or not earliest <= parsed < end:
+        raise InvalidTime(
+            f"{shown} is out of range: memkeeper takes times from {earliest:%Y-%m-%d} "
+            f"to {end.year - 1}-12-31"
+        )
+    return parsed
 
 
 def days_between(earlier: datetime, later: datetime) -> float:

@@ -27,13 +27,29 @@ from memkeeper.transitions import (
 
 @dataclass
 class CurationReport:
-    """Per-id outcome of an operator action."""
+    """Per-id outcome of an operator action.
+
+    ``refused`` says why each id was left alone; ``missing`` lists the ids that name no memory
+    at all (they are in ``refused`` too); ``replaced`` maps a restored id to the id of the
+    value it superseded (the value that was current until then).
+    """
 
     done: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    replaced: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
-        return {"done": self.done, "refused": self.refused}
+        return {
+            "done": self.done,
+            "refused": self.refused,
+            "missing": self.missing,
+            "replaced": self.replaced,
+        }
+
+    def add_missing(self, memory_id: str) -> None:
+        self.refused[memory_id] = "no such memory"
+        self.missing.append(memory_id)
 
 
 def _pending(store: MemoryStore, ids: Sequence[str], report: CurationReport) -> list[dict]:
@@ -42,7 +58,7 @@ def _pending(store: MemoryStore, ids: Sequence[str], report: CurationReport) -> 
     for memory_id in ids:
         image = current.get(memory_id)
         if image is None:
-            report.refused[memory_id] = "no such memory"
+            report.add_missing(memory_id)
         elif image["state"] != "pending_review":
             report.refused[memory_id] = f"not pending review (it is {image['state']})"
         else:
@@ -97,7 +113,7 @@ def restore(
     for memory_id in ids:
         image = current.get(memory_id)
         if image is None:
-            report.refused[memory_id] = "no such memory"
+            report.add_missing(memory_id)
             continue
         if image["state"] != "cold":
             report.refused[memory_id] = f"not in cold storage (it is {image['state']})"
@@ -140,3 +156,7 @@ def _apply(
             report.done.append(memory_id)
         else:
             report.refused[memory_id] = "changed meanwhile; left alone"
+    if primary is not None and primary in report.done:
+        for outcome in outcomes:
+            if outcome.applied and outcome.transition.memory_id != primary:
+                report.replaced[primary] = outcome.transition.memory_id

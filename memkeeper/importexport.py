@@ -9,6 +9,9 @@ Two formats come in:
 The whole file is read and validated before anything is written; a malformed file is rejected
 with the line or key at fault and the database is left as it was. Importing the same file
 again changes nothing: values already present are recognised and skipped, not re-confirmed.
+A file with nothing to import (empty, or an agent file without facts or notes) is refused; a
+line whose id is already stored with different content is left alone and reported as a
+conflict (counted in the report). Times must lie in :data:`memkeeper.clock.USER_TIME_RANGE`.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memkeeper import validation
-from memkeeper.clock import to_db
+from memkeeper.clock import USER_TIME_RANGE, to_db
 from memkeeper.db import immediate_transaction
 from memkeeper.errors import ImportFileError, InputFileMissing, InvalidInput
 from memkeeper.jobkit import batched
@@ -52,9 +55,35 @@ class ImportReport:
             "created": self.created,
             "unchanged": self.unchanged,
             "superseded": self.superseded,
+            "conflicting": len(self.conflicts),
             "conflicts": self.conflicts,
             "filtered_out": self.filtered_out,
         }
+
+
+def timezone_named(name: str) -> ZoneInfo:
+    """The IANA timezone ``name`` (``Asia/Shanghai``); InvalidInput naming it if unknown."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidInput(
+            f"unknown timezone {name!r}; expected an IANA name such as UTC or Asia/Shanghai"
+        ) from None
+
+
+def _in_range(moment: datetime, what: str) -> datetime:
+    """``moment`` in UTC if memkeeper can compute with it; InvalidInput naming it if not."""
+    earliest, end = USER_TIME_RANGE
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not earliest <= utc < end:
+        raise InvalidInput(
+            f"{what} {moment.isoformat()} is out of range: memkeeper takes times from "
+            f"{earliest:%Y-%m-%d} to {end.year - 1}-12-31"
+        )
+    return utc
 
 
 def _read_text(path: Path) -> str:
@@ -111,7 +140,10 @@ def _parse_note_time(text: Any, where: str, zone: ZoneInfo) -> datetime:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone)
-    return moment.astimezone(UTC)
+    try:
+        return _in_range(moment, "time")
+    except InvalidInput as exc:
+        raise ImportFileError(f"{where}.time: {exc}") from None
 
 
 def _parse_agent_json(
@@ -286,7 +318,7 @@ def _check_line(record: Any, where: str, store: MemoryStore) -> dict[str, Any]:
                 raise InvalidInput(f"{name} is not an ISO-8601 time") from None
             if moment.tzinfo is None:
                 raise InvalidInput(f"{name} has no timezone")
-            image[name] = to_db(moment)
+            image[name] = to_db(_in_range(moment, name))
         if state == "cold":
             validation.identifier("cold_reason", image["cold_reason"], max_chars=64)
     except InvalidInput as exc:
@@ -374,6 +406,11 @@ def _import_jsonl(
             )
         outcomes = apply(store.storage, transitions, actor="cli:import", now=store.now())
         report.created += sum(outcome.applied for outcome in outcomes)
+        for outcome in outcomes:
+            if not outcome.applied:  # stored meanwhile by another process
+                report.conflicts.append(
+                    f"id {outcome.transition.memory_id} was stored meanwhile; left as it is"
+                )
     return report
 
 
@@ -402,13 +439,17 @@ def import_file(
     if fmt not in FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(FORMATS)}")
     text = _read_text(path)
+    if not text.strip():
+        raise ImportFileError(f"{path}: the file is empty; there is nothing to import")
     kind = detect_format(path, text) if fmt == "auto" else fmt
     if kind == "agent-json":
         if user_id is None:
             raise InvalidInput("importing an agent_memory.json needs --user: whose memory is it?")
         user_id, namespace = store._owner(user_id, namespace)
-        zone = ZoneInfo(timezone or store.config.service.timezone)
+        zone = timezone_named(timezone or store.config.service.timezone)
         entries = _parse_agent_json(path, text, store, zone)
+        if not entries:
+            raise ImportFileError(f"{path}: no facts and no notes; there is nothing to import")
         return _import_agent_json(store, entries, user_id, namespace, f"import:{path.name}")
     if namespace:
         raise InvalidInput(

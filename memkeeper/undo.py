@@ -13,6 +13,11 @@ transition mechanism — so it is guarded and logged like any other change:
 Erasures cannot be undone: ``forget`` deletes an entry's change-log rows with its content, so
 a forgotten entry is simply absent from the run it was part of. When undo removes a summary
 note, the messages it summarized are unmarked and return to ``history()``.
+
+Each conflict names its entry (id, user, namespace, kind, key) in ``conflict_entries``.
+Undoing a ``prune`` run brings facts back over the cap that pruned them: unless the cap is
+raised or the facts pinned, the next prune retires the lowest-scoring again. The report's
+``notes`` say so, per user and namespace still over the cap.
 """
 
 from __future__ import annotations
@@ -40,19 +45,79 @@ class UndoReport:
     run_id: str
     undone_run: str
     dry_run: bool
+    undone_job: str | None = None
     reverted: list[int] = field(default_factory=list)
     already_undone: list[int] = field(default_factory=list)
     conflicts: dict[int, str] = field(default_factory=dict)
+    conflict_entries: dict[int, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "undone_run": self.undone_run,
+            "undone_job": self.undone_job,
             "dry_run": self.dry_run,
             "reverted": self.reverted,
             "already_undone": self.already_undone,
             "conflicts": {str(k): v for k, v in self.conflicts.items()},
+            "conflict_entries": {str(k): v for k, v in self.conflict_entries.items()},
+            "notes": self.notes,
         }
+
+    def conflict(self, change: Change, why: str) -> None:
+        """Record that ``change`` was left alone, and which entry it is about."""
+        image = change.after or change.before or {}
+        self.conflicts[change.id] = why
+        self.conflict_entries[change.id] = {
+            "memory_id": change.memory_id,
+            "user_id": change.user_id,
+            "namespace": change.namespace,
+            "kind": image.get("kind"),
+            "key": image.get("key"),
+        }
+
+
+def entry_label(entry: dict[str, Any]) -> str:
+    """``3f9a… (user 'alice', fact 'city')``: which entry a conflict is about."""
+    what = entry["kind"] if entry.get("key") is None else f"{entry['kind']} {entry['key']!r}"
+    where = f", namespace {entry['namespace']!r}" if entry.get("namespace") else ""
+    return f"{entry['memory_id']} (user {entry['user_id']!r}{where}, {what})"
+
+
+def _job_of(changes: list[Change]) -> str | None:
+    """The job that made these changes, from their actor (``job:prune``), if one did."""
+    actors = {change.actor for change in changes if change.actor.startswith("job:")}
+    return actors.pop().removeprefix("job:") if len(actors) == 1 else None
+
+
+def _prune_notes(store: MemoryStore, reverted: list[Change], dry_run: bool) -> list[str]:
+    """For an undone prune: who is (or would be) over the cap again, and what to do."""
+    cap = store.config.jobs.prune.max_facts
+    groups: dict[tuple[str, str], int] = {}
+    for change in reverted:
+        if change.action == "retire" and change.user_id is not None:
+            group = (change.user_id, change.namespace or "")
+            groups[group] = groups.get(group, 0) + 1
+    notes = []
+    for (user_id, namespace), restored in sorted(groups.items()):
+        (active,) = store.storage.hot.execute(
+            "SELECT count(*) FROM memories WHERE user_id = ? AND namespace = ?"
+            " AND kind = 'fact' AND state = 'active'",
+            [user_id, namespace],
+        ).fetchone()
+        if dry_run:
+            active += restored
+        if active <= cap:
+            continue
+        where = f" in namespace {namespace!r}" if namespace else ""
+        notes.append(
+            f"user {user_id!r}{where} has {active} active facts, over the cap of {cap}: the "
+            f"next prune run will retire {active - cap} of them again. To keep them, pin the "
+            "ones that matter (memkeeper remember USER KEY VALUE --pin) or raise "
+            "[jobs.prune] max_facts."
+        )
+    return notes
 
 
 def _key_conflict(store: MemoryStore, change: Change) -> str | None:
@@ -115,12 +180,13 @@ def undo_run(
     """Revert run ``run_id``'s changes, newest first, as a new run (job ``undo``)."""
     changes = store.changes(run_id=run_id, newest_first=True)
     known = store.storage.hot.execute(
-        "SELECT 1 FROM job_runs WHERE run_id = ?", [run_id]
+        "SELECT job FROM job_runs WHERE run_id = ?", [run_id]
     ).fetchone()
     if not changes and not known:
         raise NotFound(f"no run {run_id!r} in the job runs or the change log")
     moment = now or store.now()
     report = UndoReport(new_run_id(UNDO_JOB, moment), run_id, dry_run)
+    report.undone_job = known[0] if known else _job_of(changes)
     ctx = JobContext(
         store=store,
         job=UNDO_JOB,
@@ -137,6 +203,7 @@ def undo_run(
         if not dry_run:
             record_run_start(store, report.run_id, UNDO_JOB, "manual", moment, None)
             reconcile_now(store.storage)
+        reverted: list[Change] = []
         for change in changes:
             if change.memory_id is None:
                 continue
@@ -145,16 +212,19 @@ def undo_run(
                 report.already_undone.append(change.id)
                 continue
             if current != change.after:
-                report.conflicts[change.id] = "changed since that run"
+                report.conflict(change, "changed since that run")
                 continue
             clash = _key_conflict(store, change)
             if clash:
-                report.conflicts[change.id] = clash
+                report.conflict(change, clash)
                 continue
             if _revert(store, change, ctx):
                 report.reverted.append(change.id)
+                reverted.append(change)
             else:
-                report.conflicts[change.id] = "changed while undoing"
+                report.conflict(change, "changed while undoing")
+        if report.undone_job == "prune":
+            report.notes.extend(_prune_notes(store, reverted, dry_run))
         if not dry_run:
             record_run_end(
                 store,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 import pytest
+from freezegun import freeze_time
 from helpers import T0, dump_databases, raw_rows
 
 from memkeeper import MemoryStore, __version__
@@ -29,6 +30,7 @@ from memkeeper.errors import (
     EXIT_CONFIG,
     EXIT_DATABASE,
     EXIT_ERROR,
+    EXIT_NO_INPUT,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
 )
@@ -48,9 +50,13 @@ class Cli:
 
     def __call__(self, *argv: str, now: datetime | None = T0) -> tuple[int, str, str]:
         prefix = ["--db", str(self.db_path)]
-        if now is not None:
-            prefix += ["--now", now.isoformat()]
-        code = main([*prefix, *argv])
+        if now is None:
+            code = main([*prefix, *argv])
+        else:
+            # The real clock stands at the pretend one, as when an operator writes today: a
+            # --now far from the real clock needs --yes (tests/test_cli_operator.py).
+            with freeze_time(now, tick=True):
+                code = main([*prefix, "--now", now.isoformat(), *argv])
         captured = self.capsys.readouterr()
         return code, captured.out, captured.err
 
@@ -183,7 +189,7 @@ def test_list(run: Cli) -> None:
     assert ids("--namespace", "acme") == [c["id"]]
     assert ids("--state", "superseded") == [a["id"]]
     assert ids("--kind", "preference") == [d["id"]]
-    assert ids("--limit", "2") == [a["id"], b["id"]]
+    assert ids("--limit", "2") == [c["id"], d["id"]]  # the newest two, oldest first
     assert ids("--state", "cold") == []
     text = run.ok("list", "--user", "alice")
     lines = text.splitlines()
@@ -223,8 +229,9 @@ def test_history(run: Cli) -> None:
     data = run.json("history", "alice", "s42", "--limit", "2")
     assert [m["content"] for m in data] == ["你好小明", "bye"]
     assert data[0]["created_at"] == (T0 + timedelta(minutes=1)).isoformat()
-    assert run.json("history", "alice", "s42", "-n", "acme") == []
-    assert run.ok("history", "bob", "s42") == ""
+    # A session the user does not have (in that namespace) is not found: exit 3.
+    assert run("history", "alice", "s42", "-n", "acme", "--json")[:2] == (EXIT_NOT_FOUND, "")
+    assert run("history", "bob", "s42")[:2] == (EXIT_NOT_FOUND, "")
 
 
 def test_log_filters_by_memory_run_user_and_action(run: Cli) -> None:
@@ -260,7 +267,9 @@ def test_log_filters_by_memory_run_user_and_action(run: Cli) -> None:
     text = run.ok("log", "--memory", a["id"])
     lines = text.splitlines()
     assert len(lines) == 3
-    assert lines[0].startswith("#1 " + a["id"] + "  2026-01-01 09:00 UTC  created: new value")
+    assert lines[0].startswith(
+        f"#1 {a['id']} alice fact 'city'  2026-01-01 09:00 UTC  created: new value"
+    )
     assert "superseded: conflicting value" in lines[1]
     assert f"job:settle, run {run_id}" in lines[2]
     assert run.ok("log", "--user", "nobody") == "(no changes)\n"
@@ -317,7 +326,9 @@ def test_forget_commands(run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     run.ok("remember", "bob", "city", "Lisbon")
 
     assert run.ok("forget", "alice", "city") == "erased 2 value(s) of 'city'\n"
-    assert run.json("forget", "alice", "city") == {"erased": 0}
+    code, out, err = run("forget", "alice", "city", "--json")
+    assert (code, out) == (EXIT_NOT_FOUND, "")
+    assert one_error_line(err) == "no memory 'city' for user 'alice'; nothing was erased"
     assert run.ok("forget-id", note["id"]) == f"erased {note['id']}\n"
     code, _out, err = run("forget-id", note["id"])
     assert code == EXIT_NOT_FOUND
@@ -347,13 +358,13 @@ def test_now_and_memkeeper_now(
     run: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run.ok("remember", "alice", "a", "1", now=datetime(2027, 3, 1, tzinfo=UTC))
-    assert (
-        main(["--db", str(run.db_path), "--now", "2027-03-02", "remember", "alice", "b", "2"]) == 0
-    )
+    db = ["--db", str(run.db_path)]
+    # A write at a pretend time far from the real clock needs --yes (test_cli_operator.py).
+    assert main([*db, "--now", "2027-03-02", "remember", "alice", "b", "2", "--yes"]) == 0
     monkeypatch.setenv("MEMKEEPER_NOW", "2027-03-03T12:30:00+08:00")
-    assert main(["--db", str(run.db_path), "remember", "alice", "c", "3"]) == 0
+    assert main([*db, "remember", "alice", "c", "3", "--yes"]) == 0
     # --now beats MEMKEEPER_NOW.
-    assert main(["--db", str(run.db_path), "--now", "2027-03-04T00:00Z", "note", "alice", "d"]) == 0
+    assert main([*db, "--now", "2027-03-04T00:00Z", "note", "alice", "d", "--yes"]) == 0
     capsys.readouterr()
     created = [row["created_at"] for row in raw_rows(run.db_path, "memories")]
     assert created == [
@@ -388,6 +399,7 @@ def test_db_option_and_environment(
 def test_version_and_verbose(run: Cli, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"memkeeper, version {__version__}\n"
+    MemoryStore(run.db_path).close()  # status reads an existing database
     assert main(["--db", str(run.db_path), "-vv", "status"]) == 0
     capsys.readouterr()
 
@@ -403,9 +415,9 @@ READ_COMMANDS = [
     ["config", "show"],
     ["remember", "alice", "x", "y"],
     ["note", "alice", "n"],
-    ["forget", "alice", "nothing"],
+    ["forget", "alice", "city"],
     ["forget-id", "{other}"],
-    ["forget-user", "--yes", "nobody"],
+    ["forget-user", "--yes", "alice"],
 ]
 
 
@@ -485,6 +497,7 @@ def test_an_unexpected_error_is_one_line_unless_debugging(
     def broken(self):
         raise RuntimeError("something broke")
 
+    MemoryStore(run.db_path).close()  # status reads an existing database
     monkeypatch.setattr(MemoryStore, "status", broken)
     code, _out, err = run("status")
     assert code == EXIT_ERROR
@@ -510,6 +523,7 @@ def test_low_level_errors_become_one_line(
     def broken(self):
         raise exception
 
+    MemoryStore(run.db_path).close()  # status reads an existing database
     monkeypatch.setattr(MemoryStore, "status", broken)
     got, _out, err = run("status")
     assert got == code
@@ -520,6 +534,7 @@ def test_an_interrupt_exits_130(run: Cli, monkeypatch: pytest.MonkeyPatch) -> No
     def interrupted(self):
         raise KeyboardInterrupt
 
+    MemoryStore(run.db_path).close()  # status reads an existing database
     monkeypatch.setattr(MemoryStore, "status", interrupted)
     code, out, err = run("status")
     assert (code, out) == (EXIT_INTERRUPTED, "")
@@ -556,7 +571,12 @@ def test_the_real_executable_exit_codes_and_no_tracebacks(tmp_path: Path) -> Non
         (("recall", "alice", "nothing"), EXIT_NOT_FOUND, "no memory 'nothing'"),
         (("--db", str(text_file), "status"), EXIT_DATABASE, "not a usable SQLite database"),
         (("--config", str(bad_config), "status"), EXIT_CONFIG, "jobs.expire.schedule"),
-        (("--db", str(blocker / "sub" / "m.db"), "status"), EXIT_CANT_CREATE, "cannot create"),
+        (
+            ("--db", str(blocker / "sub" / "m.db"), "note", "a", "n"),
+            EXIT_CANT_CREATE,
+            "cannot create",
+        ),
+        (("--db", str(tmp_path / "typo.db"), "status"), EXIT_NO_INPUT, "typo.db does not exist"),
         (("remember", "alice", "k", ""), 65, "value must not be empty"),
         (("forget-user", "alice"), EXIT_INTERRUPTED, "aborted"),
     ]
@@ -570,4 +590,5 @@ def test_the_real_executable_exit_codes_and_no_tracebacks(tmp_path: Path) -> Non
     assert usage.returncode == EXIT_USAGE
     assert "Traceback" not in usage.stderr
     assert text_file.read_text() == "not a database"
+    assert not (tmp_path / "typo.db").exists()
     assert real("recall", "alice", "city").stdout == "Beijing\n"  # the prompt erased nothing

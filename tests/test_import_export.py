@@ -63,6 +63,7 @@ def test_agent_memory_json_imports_facts_and_notes(
         "created": 7,
         "unchanged": 0,
         "superseded": 0,
+        "conflicting": 0,
         "conflicts": [],
         "filtered_out": 0,
     }

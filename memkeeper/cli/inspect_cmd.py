@@ -8,9 +8,10 @@ import click
 
 from memkeeper.audit import ACTION_VERBS, describe_change
 from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json
-from memkeeper.cli.render import memory_table
+from memkeeper.cli.render import VALUE_LIMIT, memory_label, memory_table, owner, shown, shown_lines
 from memkeeper.daemon import service_state
-from memkeeper.records import KINDS, STATES
+from memkeeper.errors import NotFound
+from memkeeper.records import KINDS, STATES, Change
 from memkeeper.schedule_info import job_schedule_status
 
 
@@ -19,7 +20,11 @@ from memkeeper.schedule_info import job_schedule_status
 @click.option("-n", "--namespace", help="Only this namespace ('' for none).")
 @click.option("--state", type=click.Choice(STATES), help="Only entries in this state.")
 @click.option("--kind", type=click.Choice(KINDS), help="Only this kind.")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="Only the newest this many (by creation time), still printed oldest first.",
+)
 @json_option
 @pass_app
 def list_command(
@@ -31,10 +36,17 @@ def list_command(
     limit: int | None,
     as_json: bool,
 ) -> None:
-    """List memories (hot and cold), oldest first."""
-    memories = app.store().list_memories(user, namespace=namespace, state=state, kind=kind)
+    """List memories (hot and cold), oldest first (by creation time).
+
+    A filter that matches nothing prints '(no memories)'. The text form escapes control
+    characters and cuts long values (marked); --json keeps the exact text.
+    """
+    memories = app.store(create=False).list_memories(
+        user, namespace=namespace, state=state, kind=kind
+    )
+    memories.sort(key=lambda memory: (memory.created_at, memory.id))
     if limit is not None:
-        memories = memories[:limit]
+        memories = memories[-limit:]
     if as_json:
         print_json([memory.to_dict() for memory in memories])
     else:
@@ -52,7 +64,7 @@ def list_command(
     type=click.IntRange(min=1),
     default=100,
     show_default=True,
-    help="At most this many (the newest).",
+    help="Only the newest this many changes, still printed oldest first.",
 )
 @json_option
 @pass_app
@@ -66,8 +78,13 @@ def log(
     limit: int,
     as_json: bool,
 ) -> None:
-    """Show the change log, oldest first: who changed what, when and why."""
-    changes = app.store().changes(
+    """Show the change log, oldest first: who changed what, when and why.
+
+    Each line: change number, memory id, owner, what the memory is, then when, what and who.
+    Exit 3 if --memory or --run names a memory or run memkeeper does not know.
+    """
+    store = app.store(create=False)
+    changes = store.changes(
         memory_id=memory_id,
         run_id=run_id,
         user_id=user,
@@ -77,14 +94,41 @@ def log(
         newest_first=True,
     )
     changes.reverse()
+    if not changes:
+        _check_known(store, memory_id, run_id)
     if as_json:
         print_json([change.to_dict() for change in changes])
         return
     if not changes:
         click.echo("(no changes)")
     for change in changes:
-        target = change.memory_id or "-"
-        click.echo(f"#{change.id} {target}  {describe_change(change)}")
+        click.echo(change_line(change))
+
+
+def change_line(change: Change) -> str:
+    """One change-log row as one line: number, memory, owner and key, then what happened."""
+    image = change.after or change.before or {}
+    return (
+        f"#{change.id} {change.memory_id or '-'} {owner(change.user_id, change.namespace)} "
+        f"{memory_label(image.get('kind'), image.get('key')) if image else '-'}  "
+        f"{shown(describe_change(change), VALUE_LIMIT)}"
+    )
+
+
+def _check_known(store: Any, memory_id: str | None, run_id: str | None) -> None:
+    """Exit 3 for a --memory or --run that names nothing memkeeper knows."""
+    if (
+        memory_id is not None
+        and store.get(memory_id) is None
+        and not store.changes(memory_id=memory_id, limit=1)
+    ):
+        raise NotFound(f"no memory with id {memory_id!r}, and no change recorded for one")
+    if run_id is not None and not store.changes(run_id=run_id, limit=1):
+        known = store.storage.hot.execute(
+            "SELECT 1 FROM job_runs WHERE run_id = ?", [run_id]
+        ).fetchone()
+        if not known:
+            raise NotFound(f"no run {run_id!r} in the job runs or the change log")
 
 
 @click.command()
@@ -93,7 +137,7 @@ def log(
 @pass_app
 def explain(app: App, memory_id: str, as_json: bool) -> None:
     """Tell one memory's whole life in plain words. Exit 3 if it never existed."""
-    store = app.store()
+    store = app.store(create=False)
     text = store.explain(memory_id)
     if as_json:
         memory = store.get(memory_id)
@@ -105,26 +149,55 @@ def explain(app: App, memory_id: str, as_json: bool) -> None:
             }
         )
     else:
-        click.echo(text)
+        click.echo(shown_lines(text))
 
 
 @click.command()
 @click.argument("user")
 @click.argument("session")
 @namespace_option
-@click.option("--limit", type=click.IntRange(min=1), help="Only the newest this many.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="Only the newest this many messages, still printed oldest first.",
+)
 @json_option
 @pass_app
 def history(
     app: App, user: str, session: str, namespace: str, limit: int | None, as_json: bool
 ) -> None:
-    """Show a session's unsummarized messages, oldest first."""
-    messages = app.store().history(user, session, namespace=namespace, limit=limit)
+    """Show a session's unsummarized messages, oldest first.
+
+    Exit 3 if USER has no session SESSION (in that namespace). Each message is one line:
+    control characters (newlines too) are escaped and very long messages cut (marked);
+    --json keeps the exact text.
+    """
+    store = app.store(create=False)
+    messages = store.history(user, session, namespace=namespace, limit=limit)
+    if not messages and not _session_known(store, user, namespace, session):
+        raise NotFound(
+            f"no session {session!r} for user {user!r}"
+            + (f" in namespace {namespace!r}" if namespace else "")
+        )
     if as_json:
         print_json([message.to_dict() for message in messages])
         return
+    if not messages:
+        click.echo("(no unsummarized messages)")
     for message in messages:
-        click.echo(f"[{message.created_at:%Y-%m-%d %H:%M}] {message.role}: {message.content}")
+        click.echo(
+            f"[{message.created_at:%Y-%m-%d %H:%M}] {shown(message.role, 20)}: "
+            f"{shown(message.content)}"
+        )
+
+
+def _session_known(store: Any, user: str, namespace: str, session: str) -> bool:
+    """Whether the session has any message at all, summarized or not."""
+    row = store.storage.hot.execute(
+        "SELECT 1 FROM messages WHERE user_id = ? AND namespace = ? AND session_id = ? LIMIT 1",
+        [user, namespace, session],
+    ).fetchone()
+    return row is not None
 
 
 def _human_size(size: int | None) -> str:
@@ -139,7 +212,7 @@ def _human_size(size: int | None) -> str:
 
 
 def status_data(app: App) -> dict[str, Any]:
-    store = app.store()
+    store = app.store(create=False)
     data = store.status()
     now = store.now()
     data["now"] = now.isoformat()
@@ -159,8 +232,9 @@ def status(app: App, as_json: bool) -> None:
         print_json(data)
         return
     files = data["files"]
-    click.echo(f"database:  {files['hot']['path']} ({_human_size(files['hot']['bytes']['db'])})")
-    click.echo(f"cold:      {files['cold']['path']} ({_human_size(files['cold']['bytes']['db'])})")
+    hot, cold = files["hot"], files["cold"]
+    click.echo(f"database:  {shown(hot['path'], None)} ({_human_size(hot['bytes']['db'])})")
+    click.echo(f"cold:      {shown(cold['path'], None)} ({_human_size(cold['bytes']['db'])})")
     click.echo("memories:")
     if not data["counts"]:
         click.echo("  (none yet)")
@@ -194,10 +268,10 @@ def status(app: App, as_json: bool) -> None:
             f"{job['next_run'] or '-'}{state}"
         )
         if last and last.get("error"):
-            click.echo(f"             {last['status']}: {last['error']}")
+            click.echo(f"             {last['status']}: {shown(last['error'])}")
         stats = (last or {}).get("counts", {}).get("stats")
         if stats:
-            click.echo("             " + ", ".join(f"{k} {v}" for k, v in stats.items()))
+            click.echo("             " + shown(", ".join(f"{k} {v}" for k, v in stats.items())))
 
 
 def register(group: click.Group) -> None:

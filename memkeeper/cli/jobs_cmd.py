@@ -7,23 +7,21 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from datetime import timedelta
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import click
 
 from memkeeper import curation
-from memkeeper.cli import App, json_option, pass_app, print_json
-from memkeeper.cli.render import memory_table
-from memkeeper.clock import system_now
-from memkeeper.errors import JobFailed, MemkeeperError
+from memkeeper.cli import App, json_option, pass_app, print_json, yes_option
+from memkeeper.cli.render import LINE_LIMIT, memory_label, memory_table, owner, shown
+from memkeeper.errors import JobFailed, MemkeeperError, NotFound
 from memkeeper.jobs import ORDER
 from memkeeper.runner import JobResult, RunReport, run_once
 from memkeeper.scheduler import run_due
-from memkeeper.undo import undo_run
+from memkeeper.undo import entry_label, undo_run
 
 PROGRESS_THRESHOLD = 1000  # candidates: smaller runs finish before a display would help
-FUTURE_TOLERANCE = timedelta(minutes=5)
 
 
 @contextlib.contextmanager
@@ -77,7 +75,7 @@ def _summary_line(result: JobResult) -> str:
     if result.stats:
         text += "; " + ", ".join(f"{k} {v}" for k, v in result.stats.items())
     if result.error:
-        text += f"; {result.error}"
+        text += f"; {shown(result.error)}"
     if not result.dry_run:
         text += f"  [run {result.run_id}]"
     return text
@@ -88,11 +86,10 @@ def _print_report(report: RunReport) -> None:
         click.echo(_summary_line(result))
         if result.dry_run:
             for change in result.changes:
-                owner = change.user_id + (f"/{change.namespace}" if change.namespace else "")
-                what = f"{change.kind} {change.key!r}" if change.key else change.kind
                 click.echo(
-                    f"    would {change.label:<24} {change.memory_id}  {owner} {what}: "
-                    f"{change.reason}"
+                    f"    would {change.label:<24} {change.memory_id}  "
+                    f"{owner(change.user_id, change.namespace)} "
+                    f"{memory_label(change.kind, change.key)}: {shown(change.reason)}"
                 )
 
 
@@ -111,7 +108,7 @@ def _print_report(report: RunReport) -> None:
     "(what a systemd timer runs).",
 )
 @click.option("--dry-run", is_flag=True, help="Change nothing; print what would change and why.")
-@click.option("--yes", is_flag=True, help="Allow a real run with --now in the future.")
+@yes_option
 @json_option
 @pass_app
 def run_once_command(
@@ -123,13 +120,10 @@ def run_once_command(
     whose schedule came round since their last success run (for timers). Exit 0 when every job
     succeeded (or was skipped), 4 when one failed, 75 when another run holds the job lock
     longer than service.lock_wait_seconds. With --now and --dry-run this is a what-if
-    preview: memkeeper --now 2027-03-01 run-once --dry-run.
+    preview: memkeeper --now 2027-03-01 run-once --dry-run (a real run at a --now more than a
+    minute from the real clock needs --yes).
     """
-    if app.now and app.now > system_now() + FUTURE_TOLERANCE and not dry_run and not yes:
-        raise click.UsageError(
-            f"--now {app.now.isoformat()} is in the future: a real run would change memory as "
-            "if that time had come. Add --dry-run to preview, or --yes to do it anyway."
-        )
+    app.check_now(yes=yes, dry_run=dry_run)
     store = app.store()
     progress = TerminalProgress() if sys.stderr.isatty() and not as_json else None
     if due and jobs:
@@ -168,77 +162,129 @@ def review() -> None:
 @json_option
 @pass_app
 def review_list(app: App, user: str | None, namespace: str | None, as_json: bool) -> None:
-    """List entries pending review (unused past their TTL)."""
-    memories = app.store().list_memories(user, namespace=namespace, state="pending_review")
+    """List entries pending review (unused past their TTL), oldest first."""
+    memories = app.store(create=False).list_memories(
+        user, namespace=namespace, state="pending_review"
+    )
     if as_json:
         print_json([memory.to_dict() for memory in memories])
     else:
         click.echo(memory_table(memories))
 
 
-def _report_curation(report: curation.CurationReport, verb: str, as_json: bool) -> None:
+def _report_curation(
+    report: curation.CurationReport,
+    verb: str,
+    as_json: bool,
+    describe: Callable[[str], str] | None = None,
+) -> None:
+    """Print what was done and what was refused; exit 3 if an id names no memory."""
     if as_json:
         print_json(report.to_dict())
     else:
         for memory_id in report.done:
-            click.echo(f"{verb} {memory_id}")
+            click.echo(describe(memory_id) if describe else f"{verb} {memory_id}")
         for memory_id, why in report.refused.items():
-            click.echo(f"not {verb} {memory_id}: {why}", err=True)
+            if memory_id not in report.missing:
+                click.echo(f"not {verb} {shown(memory_id, LINE_LIMIT)}: {why}", err=True)
+    if report.missing:
+        names = ", ".join(repr(memory_id) for memory_id in report.missing)
+        plural = "ies with ids" if len(report.missing) > 1 else "y with id"
+        done = f" ({len(report.done)} other(s) {verb})" if report.done else ""
+        raise NotFound(f"no memor{plural} {names}{done}")
     if report.refused and not report.done:
         raise MemkeeperError(f"nothing {verb}")
 
 
 @review.command("keep")
 @click.argument("ids", nargs=-1, required=True)
+@yes_option
 @json_option
 @pass_app
-def review_keep(app: App, ids: tuple[str, ...], as_json: bool) -> None:
-    """Keep entries: active again and re-confirmed."""
-    _report_curation(curation.keep(app.store(), ids), "kept", as_json)
+def review_keep(app: App, ids: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    """Keep entries: active again and re-confirmed. Exit 3 if an id names no memory."""
+    app.check_now(yes=yes)
+    _report_curation(curation.keep(app.store(create=False), ids), "kept", as_json)
 
 
 @review.command("drop")
 @click.argument("ids", nargs=-1, required=True)
+@yes_option
 @json_option
 @pass_app
-def review_drop(app: App, ids: tuple[str, ...], as_json: bool) -> None:
-    """Drop entries: retire them to cold storage now."""
-    _report_curation(curation.drop(app.store(), ids), "dropped", as_json)
+def review_drop(app: App, ids: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    """Drop entries: retire them to cold storage now. Exit 3 if an id names no memory."""
+    app.check_now(yes=yes)
+    _report_curation(curation.drop(app.store(create=False), ids), "dropped", as_json)
+
+
+def _restored_line(store: Any, report: curation.CurationReport, memory_id: str) -> str:
+    """'restored X: fact 'city' = 'Beijing' is current again; Y ('Shanghai') superseded'."""
+    memory = store.get(memory_id)
+    if memory is None or memory.key is None:
+        return f"restored {memory_id}"
+    label = memory_label(memory.kind, memory.key)
+    text = f"restored {memory_id}: {label} = '{shown(memory.value, LINE_LIMIT)}' is current"
+    previous_id = report.replaced.get(memory_id)
+    previous = store.get(previous_id) if previous_id else None
+    if previous is not None:
+        text += (
+            f" again, replacing {previous.id} ('{shown(previous.value, LINE_LIMIT)}'), "
+            "which is now superseded"
+        )
+    return text
 
 
 @click.command()
 @click.argument("ids", nargs=-1, required=True)
+@yes_option
 @json_option
 @pass_app
-def restore(app: App, ids: tuple[str, ...], as_json: bool) -> None:
-    """Bring entries back from cold storage, active and re-confirmed."""
-    _report_curation(curation.restore(app.store(), ids), "restored", as_json)
+def restore(app: App, ids: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    """Bring entries back from cold storage, active and re-confirmed.
+
+    A restored value whose key has another current value becomes current again, and the
+    other value is superseded: the output names both. Exit 3 if an id names no memory.
+    """
+    app.check_now(yes=yes)
+    store = app.store(create=False)
+    report = curation.restore(store, ids)
+    _report_curation(
+        report, "restored", as_json, lambda memory_id: _restored_line(store, report, memory_id)
+    )
 
 
 @click.command()
 @click.argument("run_id")
 @click.option("--dry-run", is_flag=True, help="Show what would be reverted; change nothing.")
+@yes_option
 @json_option
 @pass_app
-def undo(app: App, run_id: str, dry_run: bool, as_json: bool) -> None:
+def undo(app: App, run_id: str, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Revert every change of RUN_ID, newest first, as a new logged run.
 
-    Entries changed since that run are left alone and reported as conflicts; undoing twice
-    is harmless. Erasures (forget) cannot be undone.
+    Entries changed since that run are left alone and reported as conflicts, each naming the
+    entry; undoing twice is harmless. Erasures (forget) cannot be undone. Undoing a prune
+    brings facts back over the cap: the next prune retires them again unless they are pinned
+    or [jobs.prune] max_facts is raised, and undo says so. Exit 3 for an unknown run.
     """
-    report = undo_run(app.store(), run_id, now=app.now, dry_run=dry_run)
+    app.check_now(yes=yes, dry_run=dry_run)
+    report = undo_run(app.store(create=False), run_id, now=app.now, dry_run=dry_run)
     if as_json:
         print_json(report.to_dict())
         return
     verb = "would revert" if dry_run else "reverted"
     click.echo(
-        f"{verb} {len(report.reverted)} change(s) of run {run_id}"
+        f"{verb} {len(report.reverted)} change(s) of run {shown(run_id, LINE_LIMIT)}"
         + ("" if dry_run else f" [run {report.run_id}]")
     )
     if report.already_undone:
         click.echo(f"  already undone: {len(report.already_undone)}")
     for change_id, why in report.conflicts.items():
-        click.echo(f"  conflict: change #{change_id}: {why}")
+        entry = entry_label(report.conflict_entries[change_id])
+        click.echo(f"  conflict: change #{change_id} of {shown(entry)}: {shown(why)}")
+    for note in report.notes:
+        click.echo(f"  note: {shown(note)}")
 
 
 def register(group: click.Group) -> None:

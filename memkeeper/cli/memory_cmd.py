@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json
-from memkeeper.cli.render import memory_block
+from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, yes_option
+from memkeeper.cli.render import LINE_LIMIT, memory_block, shown
 from memkeeper.errors import NotFound
 from memkeeper.records import KEYED_KINDS
 from memkeeper.store import DEFAULT_CONFIDENCE
@@ -33,6 +33,7 @@ from memkeeper.store import DEFAULT_CONFIDENCE
 @click.option("--source", default="cli", show_default=True, help="Where the value came from.")
 @click.option("--pin/--no-pin", default=None, help="Pinned entries never expire or get pruned.")
 @click.option("--ttl-days", type=click.IntRange(min=1), help="This entry's own TTL, in days.")
+@yes_option
 @json_option
 @pass_app
 def remember(
@@ -46,9 +47,11 @@ def remember(
     source: str,
     pin: bool | None,
     ttl_days: int | None,
+    yes: bool,
     as_json: bool,
 ) -> None:
     """Remember KEY = VALUE for USER (a new value supersedes the old one)."""
+    app.check_now(yes=yes)
     memory = app.store().remember(
         user,
         key,
@@ -63,7 +66,10 @@ def remember(
     if as_json:
         print_json(memory.to_dict())
     else:
-        click.echo(f"remembered {memory.id}: {key} = {value} ({memory.state})")
+        click.echo(
+            f"remembered {memory.id}: {shown(memory.key, LINE_LIMIT)} = {shown(memory.value)} "
+            f"({memory.state})"
+        )
 
 
 @click.command()
@@ -71,11 +77,19 @@ def remember(
 @click.argument("key")
 @namespace_option
 @click.option("--kind", type=click.Choice(KEYED_KINDS), help="Only this kind (default: any).")
+@yes_option
 @json_option
 @pass_app
-def recall(app: App, user: str, key: str, namespace: str, kind: str | None, as_json: bool) -> None:
-    """Print USER's current value of KEY (and mark it used). Exit 3 if there is none."""
-    memory = app.store().recall(user, key, namespace=namespace, kind=kind)
+def recall(
+    app: App, user: str, key: str, namespace: str, kind: str | None, yes: bool, as_json: bool
+) -> None:
+    """Print USER's current value of KEY (and mark it used). Exit 3 if there is none.
+
+    The text form escapes control characters and cuts very long values (marked); --json
+    prints the exact value. A database that does not exist is exit 66: nothing is created.
+    """
+    app.check_now(yes=yes)
+    memory = app.store(create=False).recall(user, key, namespace=namespace, kind=kind)
     if memory is None:
         raise NotFound(
             f"no memory {key!r} for user {user!r}"
@@ -84,7 +98,7 @@ def recall(app: App, user: str, key: str, namespace: str, kind: str | None, as_j
     if as_json:
         print_json(memory.to_dict())
     else:
-        click.echo(memory.value)
+        click.echo(shown(memory.value))
 
 
 @click.command()
@@ -93,12 +107,21 @@ def recall(app: App, user: str, key: str, namespace: str, kind: str | None, as_j
 @namespace_option
 @click.option("--source", default="cli", show_default=True, help="Where the note came from.")
 @click.option("--pin/--no-pin", default=False, help="Pinned notes never expire.")
+@yes_option
 @json_option
 @pass_app
 def note(
-    app: App, user: str, text: str, namespace: str, source: str, pin: bool, as_json: bool
+    app: App,
+    user: str,
+    text: str,
+    namespace: str,
+    source: str,
+    pin: bool,
+    yes: bool,
+    as_json: bool,
 ) -> None:
     """Add a note (an event, a reminder: something without a key) for USER."""
+    app.check_now(yes=yes)
     memory = app.store().add_note(user, text, namespace=namespace, source=source, pinned=pin)
     if as_json:
         print_json(memory.to_dict())
@@ -110,42 +133,66 @@ def note(
 @click.argument("user")
 @click.argument("key")
 @namespace_option
+@yes_option
 @json_option
 @pass_app
-def forget(app: App, user: str, key: str, namespace: str, as_json: bool) -> None:
-    """Erase every value KEY ever had for USER: hot, cold and change log. No undo."""
-    erased = app.store().forget(user, key, namespace=namespace)
+def forget(app: App, user: str, key: str, namespace: str, yes: bool, as_json: bool) -> None:
+    """Erase every value KEY ever had for USER: hot, cold and change log. No undo.
+
+    Exit 3 if USER has no value of KEY (there was nothing to erase).
+    """
+    app.check_now(yes=yes)
+    erased = app.store(create=False).forget(user, key, namespace=namespace)
+    if not erased:
+        raise NotFound(
+            f"no memory {key!r} for user {user!r}"
+            + (f" in namespace {namespace!r}" if namespace else "")
+            + "; nothing was erased"
+        )
     if as_json:
         print_json({"erased": erased})
     else:
-        click.echo(f"erased {erased} value(s) of {key!r}")
+        click.echo(f"erased {erased} value(s) of '{shown(key, LINE_LIMIT)}'")
 
 
 @click.command("forget-id")
 @click.argument("memory_id")
+@yes_option
 @json_option
 @pass_app
-def forget_id(app: App, memory_id: str, as_json: bool) -> None:
-    """Erase one entry (a note, say) by id, with its history. No undo."""
-    erased = app.store().forget_memory(memory_id)
+def forget_id(app: App, memory_id: str, yes: bool, as_json: bool) -> None:
+    """Erase one entry (a note, say) by id, with its history. No undo. Exit 3 if absent."""
+    app.check_now(yes=yes)
+    erased = app.store(create=False).forget_memory(memory_id)
     if not erased:
         raise NotFound(f"no memory with id {memory_id!r}")
     if as_json:
         print_json({"erased": erased})
     else:
-        click.echo(f"erased {memory_id}")
+        click.echo(f"erased {shown(memory_id, LINE_LIMIT)}")
 
 
 @click.command("forget-user")
 @click.argument("user")
-@click.option("--yes", is_flag=True, help="Do it without asking.")
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Do it without asking (and even though --now is more than a minute from the real clock).",
+)
 @json_option
 @pass_app
 def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
-    """Erase everything about USER: memories, messages, episodes, log rows. No undo."""
+    """Erase everything about USER: memories, messages, episodes, log rows. No undo.
+
+    Exit 3 if memkeeper holds nothing about USER.
+    """
+    app.check_now(yes=yes)
+    store = app.store(create=False)
     if not yes:
         click.confirm(f"Erase everything memkeeper holds about {user!r}?", abort=True, err=True)
-    counts = app.store().forget_user(user)
+    counts = store.forget_user(user)
+    if not any(counts.values()):
+        raise NotFound(f"no user {user!r}: memkeeper holds nothing about them")
     if as_json:
         print_json({"erased": counts})
     else:
@@ -158,7 +205,7 @@ def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
 @pass_app
 def get(app: App, memory_id: str, as_json: bool) -> None:
     """Show one memory by id, wherever it lives (hot or cold). Exit 3 if absent."""
-    memory = app.store().get(memory_id)
+    memory = app.store(create=False).get(memory_id)
     if memory is None:
         raise NotFound(f"no memory with id {memory_id!r}")
     if as_json:

@@ -7,9 +7,19 @@ from pathlib import Path
 
 import click
 
-from memkeeper.cli import App, json_option, pass_app, print_json
-from memkeeper.errors import StorageUnwritable
-from memkeeper.importexport import FORMATS, export_to, import_file
+from memkeeper.cli import App, json_option, pass_app, print_json, yes_option
+from memkeeper.cli.render import shown
+from memkeeper.errors import InvalidInput, StorageUnwritable
+from memkeeper.importexport import FORMATS, export_to, import_file, timezone_named
+
+
+def _check_timezone(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        try:
+            timezone_named(value)
+        except InvalidInput as exc:
+            raise click.BadParameter(str(exc), param=param) from None
+    return value
 
 
 @click.command("import")
@@ -31,8 +41,11 @@ from memkeeper.importexport import FORMATS, export_to, import_file
 )
 @click.option(
     "--timezone",
-    help="Zone of agent_memory.json note times without one (default: service.timezone).",
+    callback=_check_timezone,
+    help="IANA zone (e.g. Asia/Shanghai) of agent_memory.json note times without one "
+    "(default: service.timezone).",
 )
+@yes_option
 @json_option
 @pass_app
 def import_command(
@@ -42,12 +55,16 @@ def import_command(
     namespace: str,
     fmt: str,
     timezone: str | None,
+    yes: bool,
     as_json: bool,
 ) -> None:
     """Import memories from FILE. Nothing is written if any line or key is malformed.
 
-    Importing the same file twice changes nothing the second time.
+    Importing the same file twice changes nothing the second time. An empty file is refused
+    (exit 65). A line whose id is already stored with different content is left as it is,
+    counted as a conflict in the summary and listed on standard error.
     """
+    app.check_now(yes=yes)
     report = import_file(
         app.store(), file, user_id=user, namespace=namespace, fmt=fmt, timezone=timezone
     )
@@ -55,12 +72,13 @@ def import_command(
         print_json(report.to_dict())
         return
     click.echo(
-        f"imported {file} ({report.format}): {report.created} created, {report.unchanged} "
-        f"already present, {report.superseded} superseded an older value"
+        f"imported {shown(file, None)} ({report.format}): {report.created} created, "
+        f"{report.unchanged} already present, {report.superseded} superseded an older value"
+        + (f", {len(report.conflicts)} in conflict (left as stored)" if report.conflicts else "")
         + (f", {report.filtered_out} other users' lines skipped" if report.filtered_out else "")
     )
     for conflict in report.conflicts:
-        click.echo(f"  conflict: {conflict}", err=True)
+        click.echo(f"  conflict: {shown(conflict)}", err=True)
 
 
 @click.command("export")
@@ -75,7 +93,7 @@ def import_command(
 @pass_app
 def export_command(app: App, user: str | None, namespace: str | None, output: Path | None) -> None:
     """Export memories (hot and cold) as JSON Lines: one memory per line, every field."""
-    store = app.store()
+    store = app.store(create=False)
     if output is None:
         export_to(store, sys.stdout, user_id=user, namespace=namespace)
         return
