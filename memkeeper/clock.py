@@ -56,6 +56,9 @@ Far enough either way for any what-if; near enough that adding a TTL or a schedu
 cannot overflow Python's datetime (which ends at 9999-12-31).
 """
 
+USER_TIME_RANGE_TEXT = "memkeeper takes times from 1970-01-01 to 2999-12-31"
+"""How :data:`USER_TIME_RANGE` reads in an error message."""
+
 
 def parse_user_time(text: str) -> datetime:
     """Parse a time typed by a person (``--now``, ``MEMKEEPER_NOW``, import files).
@@ -78,17 +81,20 @@ def parse_user_time(text: str) -> datetime:
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
+    utc = within_user_range(parsed)
+    if utc is None:
+        raise InvalidTime(f"{shown} is out of range: {USER_TIME_RANGE_TEXT}")
+    return utc
+
+
+def within_user_range(moment: datetime) -> datetime | None:
+    """``moment`` (aware) in UTC when it lies in :data:`USER_TIME_RANGE`, else None."""
     earliest, end = USER_TIME_RANGE
     try:
-        parsed = parsed.astimezone(UTC)
+        utc = moment.astimezone(UTC)
     except OverflowError:  # 0001-01-01T00:00+01:00, 9999-12-31T23:59-01:00
-        parsed = None
-    if parsed is None or not earliest <= parsed < end:
-        raise InvalidTime(
-            f"{shown} is out of range: memkeeper takes times from {earliest:%Y-%m-%d} "
-            f"to {end.year - 1}-12-31"
-        )
-    return parsed
+        return None
+    return utc if earliest <= utc < end else None
 
 
 def days_between(earlier: datetime, later: datetime) -> float:

@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memkeeper import validation
-from memkeeper.clock import USER_TIME_RANGE, to_db
+from memkeeper.clock import USER_TIME_RANGE_TEXT, to_db, within_user_range
 from memkeeper.db import immediate_transaction
 from memkeeper.errors import ImportFileError, InputFileMissing, InvalidInput
 from memkeeper.jobkit import batched
@@ -73,16 +73,9 @@ def timezone_named(name: str) -> ZoneInfo:
 
 def _in_range(moment: datetime, what: str) -> datetime:
     """``moment`` in UTC if memkeeper can compute with it; InvalidInput naming it if not."""
-    earliest, end = USER_TIME_RANGE
-    try:
-        utc = moment.astimezone(UTC)
-    except OverflowError:
-        utc = None
-    if utc is None or not earliest <= utc < end:
-        raise InvalidInput(
-            f"{what} {moment.isoformat()} is out of range: memkeeper takes times from "
-            f"{earliest:%Y-%m-%d} to {end.year - 1}-12-31"
-        )
+    utc = within_user_range(moment)
+    if utc is None:
+        raise InvalidInput(f"{what} {moment.isoformat()} is out of range: {USER_TIME_RANGE_TEXT}")
     return utc
 
 
