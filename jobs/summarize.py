@@ -483,7 +483,10 @@ def _record(ctx: JobContext, summarizer: Summarizer, result: SessionResult) -> N
         ctx.log.debug("session skipped", **where, reason=result.reason)
     else:
         stats[f"sessions_{result.status}"] += 1
-        ctx.log.warning(f"session {result.status}", **where, reason=result.reason)
+        # An endpoint that is down fails every session in flight with the same cause, which
+        # the job's one failure line already names: per session, that is detail for -v.
+        level = "info" if isinstance(result.error, LlmUnavailable) else "warning"
+        getattr(ctx.log, level)(f"session {result.status}", **where, reason=result.reason)
 
 
 def _summarize_all(ctx: JobContext, due: list[DueSession], client: LlmClient) -> None:

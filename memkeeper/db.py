@@ -11,16 +11,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from memkeeper.errors import DatabaseError, LockBusy, StorageUnwritable
+from memkeeper.errors import (
+    DatabaseError,
+    LockBusy,
+    MemkeeperError,
+    StorageFull,
+    StorageUnwritable,
+    WriteConflict,
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,151 @@ def _create_file(path: Path) -> None:
         ) from None
 
 
+# SQLite result codes (the low byte of an extended code is the primary code).
+_SQLITE_READONLY = 8
+_SQLITE_READONLY_DIRECTORY = 8 | (6 << 8)
+_SQLITE_READONLY_CANTINIT = 8 | (5 << 8)
+_SQLITE_CANTOPEN = 14
+
+
+class ReadOnlyDatabase(StorageUnwritable, sqlite3.OperationalError):
+    """A write refused because this user cannot write the file, its WAL or its directory.
+
+    Catch it as :class:`memkeeper.errors.StorageUnwritable` (exit 73). It is also a
+    ``sqlite3.OperationalError``, so code that already handles SQLite's own error (a best-effort
+    checkpoint, say) keeps working. ``path`` is the database file; the message names it.
+    """
+
+    def __init__(self, message: str, path: Path, code: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.sqlite_errorcode = code
+        self.sqlite_errorname = "SQLITE_READONLY"
+
+
+def _is_read_only_error(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == _SQLITE_READONLY
+    text = str(exc).lower()
+    return "readonly database" in text or "read-only" in text
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK)
+
+
+def _read_only_cause(path: Path, code: int | None) -> tuple[str, str] | None:
+    """Why ``path`` cannot be written, and what to do about it, in an operator's words.
+
+    None when no permission problem is found (the file, its directory and its -wal/-shm are
+    all writable, on a file system mounted read-write).
+    """
+    try:
+        read_only_fs = bool(
+            os.statvfs(path if path.exists() else path.parent).f_flag & os.ST_RDONLY
+        )
+    except OSError:
+        read_only_fs = False
+    if read_only_fs:
+        return (
+            f"database file {path} is on a read-only file system",
+            "mount it read-write, or move the database",
+        )
+    owner = "or run memkeeper as the user that owns the database"
+    sidecars = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    directory = (
+        f"the directory {path.parent} of database file {path} is not writable for this user "
+        f"(permission denied), and SQLite must create {sidecars[0].name} and "
+        f"{sidecars[1].name} in it",
+        f"make the directory writable for this user, {owner}",
+    )
+    needs_directory = code in (_SQLITE_READONLY_DIRECTORY, _SQLITE_READONLY_CANTINIT)
+    if needs_directory and not _writable(path.parent):
+        return directory
+    if path.exists() and not _writable(path):
+        return (
+            f"database file {path} is read-only for this user (permission denied)",
+            f"make the file writable for this user, {owner}",
+        )
+    if not all(side.exists() for side in sidecars) and not _writable(path.parent):
+        return directory
+    for side in sidecars:
+        if side.exists() and not _writable(side):
+            return (
+                f"{side}, which SQLite keeps beside database file {path}, is read-only for "
+                "this user (permission denied)",
+                f"make it writable for this user, {owner}",
+            )
+    return None
+
+
+def read_only_error(exc: sqlite3.Error, path: Path, doing: str) -> ReadOnlyDatabase | None:
+    """The permission problem behind a SQLite error, naming the file; None if it is not one.
+
+    SQLite says "attempt to write a readonly database" (or, on a read-only file system,
+    "unable to open database file"); the answer names the file and the actual cause.
+
+    ``doing`` says what could not be done ("nothing was written", "the database cannot be
+    opened").
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    read_only = _is_read_only_error(exc)
+    if not read_only and not (isinstance(code, int) and code & 0xFF == _SQLITE_CANTOPEN):
+        return None
+    found = _read_only_cause(Path(path), code)
+    if found is None:
+        if not read_only:
+            return None  # cannot open, but not for lack of permission: not ours to explain
+        found = (
+            f"database file {path} is read-only for this user",
+            "check the permissions of the file and its directory, or run memkeeper as the "
+            "user that owns the database",
+        )
+    cause, remedy = found
+    return ReadOnlyDatabase(
+        f"{cause}: {doing}; {remedy}", Path(path), code if isinstance(code, int) else None
+    )
+
+
+class _Connection(sqlite3.Connection):
+    """A connection whose writes to a read-only file fail with :class:`ReadOnlyDatabase`.
+
+    SQLite opens a file it cannot write read-only without saying so; the first write then
+    fails with "attempt to write a readonly database", which names neither the file nor the
+    cause. Every statement memkeeper runs goes through these three methods (sqlite-utils
+    too), so that error becomes one that does.
+    """
+
+    memkeeper_path: Path
+
+    def _raise_if_read_only(self, exc: sqlite3.OperationalError) -> None:
+        unwritable = read_only_error(exc, self.memkeeper_path, "nothing was written")
+        if unwritable is not None:
+            raise unwritable from exc
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            self._raise_if_read_only(exc)
+            raise
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        try:
+            return super().executemany(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            self._raise_if_read_only(exc)
+            raise
+
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
+        try:
+            return super().executescript(sql_script)
+        except sqlite3.OperationalError as exc:
+            self._raise_if_read_only(exc)
+            raise
+
+
 def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(
@@ -58,9 +212,11 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
             timeout=busy_timeout_ms / 1000,
             isolation_level=None,  # transactions are explicit: see immediate_transaction
             check_same_thread=False,
+            factory=_Connection,
         )
     except sqlite3.Error as exc:
         raise StorageUnwritable(f"cannot open database file {path}: {exc}") from None
+    conn.memkeeper_path = path
     return conn
 
 
@@ -76,6 +232,11 @@ def _probe(conn: sqlite3.Connection, path: Path, kind: FileKind) -> bool:
         ).fetchone()
         tables = names.split("\x1f") if names else []
     except sqlite3.DatabaseError as exc:
+        # A WAL file in a directory this user cannot write cannot even be read: SQLite
+        # must create the -wal and -shm files first. A permission problem, not a bad file.
+        unwritable = read_only_error(exc, path, "the database cannot be opened")
+        if unwritable is not None:
+            raise unwritable from None
         raise DatabaseError(
             f"{path} is not a usable SQLite database ({exc}); the file was left untouched"
         ) from None
@@ -123,8 +284,9 @@ def _set_pragmas(conn: sqlite3.Connection, path: Path, busy_timeout_ms: int) -> 
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA secure_delete = ON")
     except sqlite3.OperationalError as exc:
-        if "readonly" in str(exc).lower():
-            raise StorageUnwritable(f"database file {path} is read-only: {exc}") from None
+        unwritable = read_only_error(exc, path, "it cannot be switched to WAL mode")
+        if unwritable is not None:
+            raise unwritable from None
         if _is_locked_error(exc):
             raise LockBusy(f"database file {path} stayed locked: {exc}") from None
         raise DatabaseError(f"cannot configure database file {path}: {exc}") from None
@@ -147,12 +309,18 @@ def migrate(db: Database, path: Path, kind: FileKind) -> None:
     _check_not_newer(db, path, kind)
     if not kind.migrations.pending(db):
         return
-    with immediate_transaction(db):
-        # Re-check under the write lock: another process may have migrated meanwhile.
-        _check_not_newer(db, path, kind)
-        if kind.migrations.pending(db):
-            kind.migrations.apply(db)
-            db.conn.execute(f"PRAGMA application_id = {kind.application_id}")
+    try:
+        with immediate_transaction(db):
+            # Re-check under the write lock: another process may have migrated meanwhile.
+            _check_not_newer(db, path, kind)
+            if kind.migrations.pending(db):
+                kind.migrations.apply(db)
+                db.conn.execute(f"PRAGMA application_id = {kind.application_id}")
+    except sqlite3.OperationalError as exc:
+        unwritable = read_only_error(exc, path, "the schema upgrade it needs cannot be written")
+        if unwritable is None:
+            raise
+        raise unwritable from None
 
 
 def open_database(
@@ -184,6 +352,71 @@ def open_database(
     return db
 
 
+BEGIN_ATTEMPTS = 3
+"""How many times a writer queues for the write lock (each a full busy timeout) before
+:class:`LockBusy` reaches the caller. Nothing is written before the lock is held, so a retry
+repeats nothing; it only outlasts a burst of writers that starved this one."""
+
+
+def _database_path(db: Database) -> str:
+    with contextlib.suppress(sqlite3.Error):
+        row = db.conn.execute("PRAGMA database_list").fetchone()
+        if row and row[2]:
+            return str(row[2])
+    return "the memory database"
+
+
+def translate_error(exc: sqlite3.Error, db: Database) -> MemkeeperError | None:
+    """memkeeper's own error for an expected SQLite failure during a write, or None.
+
+    A full disk, a read-only file and an I/O error are operational problems the caller must
+    hear about clearly (and nothing was changed: the transaction rolled back); a constraint
+    violation means two writers raced past the checks, which is reported, not leaked raw.
+    """
+    if isinstance(exc, MemkeeperError):
+        return None
+    text = str(exc).lower()
+    path = _database_path(db)
+    if "full" in text:
+        return StorageFull(
+            f"the disk holding {path} is full; nothing was changed. Free space and retry"
+        )
+    if "readonly" in text or "read-only" in text:
+        return StorageUnwritable(
+            f"database file {path} is read-only for this user (permission problem); "
+            "nothing was changed"
+        )
+    if _is_locked_error(exc):
+        return LockBusy(f"{path} stayed locked by another writer beyond the busy timeout")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return WriteConflict(
+            f"a concurrent write to {path} conflicted with this one ({exc}); nothing was "
+            "changed, retry"
+        )
+    if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
+        return DatabaseError(f"writing {path} failed: {exc}; nothing was changed")
+    return None
+
+
+def _begin(db: Database) -> None:
+    for attempt in range(1, BEGIN_ATTEMPTS + 1):
+        try:
+            db.conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_locked_error(exc):
+                error = translate_error(exc, db)
+                if error is None:
+                    raise
+                raise error from None
+            if attempt == BEGIN_ATTEMPTS:
+                raise LockBusy(
+                    "the memory database stayed locked by other writers beyond "
+                    f"{BEGIN_ATTEMPTS} busy timeouts: {exc}"
+                ) from None
+            time.sleep(random.uniform(0.005, 0.05))  # noqa: S311 - jitter, not security
+
+
 @contextlib.contextmanager
 def immediate_transaction(db: Database) -> Iterator[Database]:
     """One short write transaction that takes the write lock up front.
@@ -191,7 +424,10 @@ def immediate_transaction(db: Database) -> Iterator[Database]:
     sqlite-utils' ``db.atomic()`` opens a deferred ``BEGIN``; in WAL mode a deferred
     transaction that reads and then writes can fail at once with SQLITE_BUSY when another
     process committed in between, without waiting for the busy timeout. ``BEGIN IMMEDIATE``
-    takes the write lock first and waits, so concurrent writers queue instead of failing.
+    takes the write lock first and waits, so concurrent writers queue instead of failing;
+    a writer starved past the busy timeout queues again, up to :data:`BEGIN_ATTEMPTS` times.
+    Expected SQLite failures in the body or the commit (full disk, read-only file, a
+    constraint raced past the checks) roll back and surface as memkeeper's own errors.
     Nested calls (and sqlite-utils' own ``atomic()`` inside) become savepoints.
     """
     conn = db.conn
@@ -199,26 +435,18 @@ def immediate_transaction(db: Database) -> Iterator[Database]:
         with db.atomic():
             yield db
         return
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        if _is_locked_error(exc):
-            raise LockBusy(
-                "the memory database stayed locked by another writer beyond the busy "
-                f"timeout: {exc}"
-            ) from None
-        raise
+    _begin(db)
     try:
         yield db
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    try:
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as exc:
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            error = translate_error(exc, db)
+            if error is not None:
+                raise error from None
         raise
 
 

@@ -30,6 +30,7 @@ import json
 import math
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -140,6 +141,23 @@ def _server_detail(exc: zhipuai.APIStatusError) -> str:
         return ""
     text = redact(" ".join(message.split()))
     return f": {text[:200]}"
+
+
+_ERRNO_PREFIX = re.compile(r"^\[Errno -?\d+\]\s*")
+
+
+def _connection_problem(exc: zhipuai.APIConnectionError) -> str:
+    """What went wrong connecting, in words: "connection refused", "Name or service not known".
+
+    The SDK's own message is only "Connection error."; the cause (an httpx error) says why.
+    Its text is one short line from the OS or httpx, never the request, so it is safe to log.
+    """
+    cause = exc.__cause__ or exc.__context__ or exc
+    text = _ERRNO_PREFIX.sub("", " ".join(str(cause).split()))[:200]
+    kind = type(cause).__name__
+    if not text or text == "Connection error.":
+        return f"connection failed ({kind})"
+    return f"connection failed ({kind}: {text[0].lower()}{text[1:]})"
 
 
 def _retry_after(exc: zhipuai.APIStatusError) -> float | None:
@@ -293,8 +311,7 @@ class LlmClient:
         except zhipuai.APITimeoutError:
             return f"no answer within {self.config.timeout_seconds:g} s", None
         except zhipuai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc.__context__
-            return f"connection failed ({type(cause or exc).__name__})", None
+            return _connection_problem(exc), None
         except (zhipuai.APIResponseValidationError, json.JSONDecodeError, UnicodeError):
             return LlmBadAnswer(
                 f"the LLM endpoint {self.endpoint} answered with a body that is not a chat "

@@ -8,17 +8,26 @@ standard output.
 
 Secrets registered with :func:`register_secret` are replaced by ``[REDACTED]`` in every
 record, memkeeper's or a library's, before anything is rendered.
+
+Expected operational failures (the LLM endpoint down or refusing the key, a full disk, a
+read-only database, a lock held too long) are logged as one line naming the cause
+(:func:`log_failure`); their traceback is added only at debug level (``-vv``). Programming
+errors keep their traceback at every level.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import sqlite3
 import sys
 import threading
 from typing import Any, TextIO
 
 import structlog
+
+from memkeeper.errors import MemkeeperError
 
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
@@ -38,6 +47,37 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     return text
+
+
+def debug_enabled() -> bool:
+    """True when this process logs at debug level (``-vv``): failures then show tracebacks."""
+    return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+_OPERATIONAL_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+)
+
+
+def expected_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is an operational failure an operator fixes, not a bug in memkeeper.
+
+    memkeeper's own errors (the LLM endpoint down, 401, 429 after retries, a read-only or
+    locked database...), SQLite's operational errors (a full disk, an I/O error) and the
+    file-system errors behind them (no space, read-only file system, permission denied).
+    """
+    if isinstance(exc, MemkeeperError | sqlite3.OperationalError):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _OPERATIONAL_ERRNOS
+
+
+def log_failure(logger: Any, event: str, exc: BaseException, **fields: Any) -> None:
+    """Log a failure: one line naming the cause when it is expected (the traceback only at
+    debug level), the full traceback when it is a bug."""
+    if expected_failure(exc):
+        logger.error(event, exc_info=exc if debug_enabled() else False, **fields)
+    else:
+        logger.error(event, exc_info=exc, **fields)
 
 
 def _redact_value(value: Any) -> Any:

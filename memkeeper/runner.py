@@ -4,6 +4,11 @@
 runs under its own run id, holds the job lock (so the service and a manual run never run jobs
 at the same time), records itself in ``job_runs`` (not in a dry run: a dry run writes
 nothing at all), and never lets one job's failure stop the others.
+
+A job that fails for an operational reason (the LLM endpoint down, a full disk...) is logged
+as one line naming the cause; the traceback only at debug level (``-vv``). A job skipped for
+a reason outside it (no API key) is recorded as ``skipped`` with the reason; a skipped run
+covers its scheduled time like a successful one (see :mod:`memkeeper.scheduler`).
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ from typing import Any
 
 import structlog
 
+from memkeeper import logs
 from memkeeper.clock import to_db
 from memkeeper.db import immediate_transaction
 from memkeeper.errors import UnknownJob
+from memkeeper.forgetting import finish_interrupted
 from memkeeper.jobkit import JobContext, JobSkipped, PlannedChange, ProgressCallback
 from memkeeper.jobs import ORDER, REGISTRY
 from memkeeper.locks import jobs_lock
@@ -204,17 +211,22 @@ def run_job(
             fixed = reconcile_now(store.storage)
             if fixed:
                 bound.warning("settled interrupted moves", entries=fixed)
+            if finish_interrupted(store.storage):
+                bound.warning("finished an interrupted forget: both files rebuilt")
         bound.info("job started")
         try:
             job.run(ctx)
             if ctx.should_stop():
                 status = "interrupted"
         except JobSkipped as exc:
+            # The reason travels in the result (run-once prints it, status shows it, the
+            # service warns once per process): logged here only for debugging, so an
+            # operator reads it once per run.
             status, error = "skipped", str(exc)
-            bound.warning("job skipped", reason=error)
+            bound.debug("job skipped", reason=error)
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
-            bound.exception("job failed", error=error)
+            logs.log_failure(bound, "job failed", exc, error=error)
         finished = now + timedelta(seconds=time.monotonic() - started_clock)
         result = JobResult(
             job=name,

@@ -2,7 +2,9 @@
 
 The rule behind everything here: a job is *due* when its most recent scheduled time (read
 from its cron schedule in ``service.timezone``) is later than the time its last successful
-run covers. The same rule drives
+run covers. A run *skipped* for a reason outside the job (summarize without an API key)
+covers its time too: it is tried again at its next scheduled time, not at every
+``run-once --due``. The same rule drives
 
 * the service's catch-up at start (:func:`due_for_catch_up`, a pure function): a laptop that
   was off on the 1st still gets its monthly demotion, once, when it comes back;
@@ -34,6 +36,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 
+from memkeeper import logs
 from memkeeper.clock import ensure_utc, from_db, to_db
 from memkeeper.config import Config
 from memkeeper.cron import ScheduleError, parse_schedule, to_apscheduler_crontab
@@ -138,8 +141,14 @@ def previous_fire_time(trigger: BaseTrigger, now: datetime) -> datetime | None:
 # -- what is due -------------------------------------------------------------------------------
 
 
+COVERING_STATUSES = ("ok", "skipped")
+"""Statuses of a run that covers its scheduled time. ``skipped`` is a job that could not run
+this time for a reason outside it (no API key): running it again before its next scheduled
+time would only skip again (and repeat the notice). Failed and interrupted runs stay due."""
+
+
 def last_successes(store: MemoryStore) -> dict[str, datetime]:
-    """For each job, the latest time a successful (``ok``) run covers.
+    """For each job, the latest time a successful (``ok``) or ``skipped`` run covers.
 
     A run covers the later of when it started and the scheduled time it ran for: a catch-up
     run at 09:00 for 03:00 covers 09:00; a run that started a moment before its scheduled
@@ -147,7 +156,7 @@ def last_successes(store: MemoryStore) -> dict[str, datetime]:
     """
     sql = (
         "SELECT job, max(started_at) AS started, max(scheduled_for) AS scheduled"
-        " FROM job_runs WHERE status = 'ok' AND dry_run = 0 GROUP BY job"
+        f" FROM job_runs WHERE status IN {COVERING_STATUSES!r} AND dry_run = 0 GROUP BY job"
     )
     with store.storage.lock:
         rows = list(store.storage.hot.query(sql))
@@ -239,11 +248,29 @@ class ServiceJobs:
     a queued fire whose time a run (scheduled, catch-up or manual) already covered does
     nothing. Errors are logged, never raised: one job's failure never stops the others or
     the service. ``stop_event`` makes a running job stop after its current batch.
+
+    A job skipped for a reason outside it (no API key) is announced with a warning once per
+    service process and reason, not at every scheduled time; each skip is still recorded in
+    ``job_runs`` (and shown by ``status``).
     """
 
     def __init__(self, store: MemoryStore, stop_event: threading.Event | None = None) -> None:
         self.store = store
         self.stop_event = stop_event or threading.Event()
+        self._announced: set[tuple[str, str]] = set()
+
+    def _announce_skip(self, result: JobResult) -> None:
+        """Warn about a skipped job the first time this service sees it for this reason."""
+        reason = result.error or ""
+        if (result.job, reason) in self._announced:
+            log.debug("job skipped again", job=result.job, reason=reason)
+            return
+        self._announced.add((result.job, reason))
+        log.warning(
+            "job skipped; it is tried again at each scheduled time (this notice is not repeated)",
+            job=result.job,
+            reason=reason,
+        )
 
     def run_scheduled(self, name: str) -> JobResult | None:
         """A scheduled fire of ``name`` (trigger ``schedule``)."""
@@ -296,7 +323,7 @@ class ServiceJobs:
                     )
                     return None
                 try:
-                    return run_job(
+                    result = run_job(
                         self.store,
                         name,
                         now=now,
@@ -311,10 +338,22 @@ class ServiceJobs:
                     # locked: nothing ran or was recorded. Wait, then decide again.
                     log.info("busy; will retry", job=name, reason=str(exc))
                     self.stop_event.wait(LOCK_POLL_SECONDS)
+                    continue
+                if result.status == "skipped":
+                    self._announce_skip(result)
+                return result
         except Exception as exc:
-            # run_job records a job's own errors; this is the rest (the database went away,
-            # a bug). Log it and keep the service alive for the next scheduled time.
-            log.exception("could not run job", job=name, trigger=trigger, error=str(exc))
+            # run_job records a job's own errors; this is the rest (the database went away or
+            # turned read-only, a bug). Log it — one line when it is an operational failure —
+            # and keep the service alive for the next scheduled time.
+            logs.log_failure(
+                log,
+                "could not run job",
+                exc,
+                job=name,
+                trigger=trigger,
+                error=f"{type(exc).__name__}: {exc}",
+            )
         return None
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import freezegun
 import pytest
 
 from memkeeper import MemoryStore
@@ -18,6 +19,10 @@ from memkeeper.config import Config
 from memkeeper.logs import configure
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+
+# freezegun swaps the clock functions of every loaded module, pytest's own timer included:
+# `pytest --durations` then reports the frozen date as a duration. Leave pytest's timer alone.
+freezegun.configure(extend_ignore_list=["_pytest.timing"])
 
 
 @pytest.fixture(autouse=True)

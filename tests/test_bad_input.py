@@ -218,6 +218,7 @@ def test_lone_surrogates_from_the_api_are_invalid_input(store: MemoryStore, call
     ],
     ids=lambda args: b" ".join(args).decode("ascii", "backslashreplace"),
 )
+@pytest.mark.slow
 def test_non_utf8_arguments_on_the_command_line(tmp_path: Path, args: list[bytes]) -> None:
     db = tmp_path / "memory.db"
     with MemoryStore(db) as store:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
+from functools import partial
 from pathlib import Path
+from typing import Any
+
+from fake_llm import FakeLLM, Recorded, Reply, summarize_config
 
 BENCH = Path(__file__).parent.parent / "bench"
 
@@ -24,10 +29,41 @@ def test_jobs_benchmark_runs_on_a_small_database(capsys) -> None:
     assert '"expire"' in capsys.readouterr().out
 
 
+class _FirstTwoTogether(FakeLLM):
+    """The bench's fake server, holding each of the first two calls until both have arrived.
+
+    Two calls in flight at once is then a fact of the order of events, not a hope about the
+    scheduler: a loaded machine may start the second call after the first one's answer delay.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.both_in = threading.Barrier(2, timeout=60)
+        self._arrivals = 0
+
+    def reply_for(self, request: Recorded) -> Reply:
+        with self._lock:
+            arrival = self._arrivals
+            self._arrivals += 1
+        if arrival < 2:
+            self.both_in.wait()
+        return super().reply_for(request)
+
+
 def test_summarize_benchmark_runs_a_few_sessions(capsys, monkeypatch) -> None:
     monkeypatch.setenv("ZHIPUAI_API_KEY", "placeholder")  # the bench sets its own; restore after
     module = _load("summarize_bench")
+    servers: list[_FirstTwoTogether] = []
+
+    def gated(*args: Any, **kwargs: Any) -> _FirstTwoTogether:
+        servers.append(_FirstTwoTogether(*args, **kwargs))
+        return servers[-1]
+
+    monkeypatch.setattr(module, "FakeLLM", gated)
+    # Generous client timeout: a held call must not time out and be retried.
+    monkeypatch.setattr(module, "summarize_config", partial(summarize_config, timeout_seconds=60.0))
     args = ["--sessions", "4", "--concurrency", "2", "--delay", "0.05", "--messages", "22"]
     assert module.main(args) == 0
     out = capsys.readouterr().out
+    assert not servers[0].both_in.broken
     assert "summarized 4" in out and "most in flight at once 2" in out

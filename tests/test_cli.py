@@ -541,6 +541,7 @@ def test_an_interrupt_exits_130(run: Cli, monkeypatch: pytest.MonkeyPatch) -> No
     assert err.strip() == "memkeeper: aborted"
 
 
+@pytest.mark.slow
 def test_the_real_executable_exit_codes_and_no_tracebacks(tmp_path: Path) -> None:
     """The installed console script, end to end: each documented failure, one line."""
     db = tmp_path / "memory.db"

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from freezegun import freeze_time
 
 from memkeeper.cli import main
 from memkeeper.cli.jobs_cmd import TerminalProgress
@@ -19,11 +20,17 @@ from memkeeper.locks import daemon_lock, jobs_lock
 def cli(db_path: Path, capsys):
     """Run the CLI on the test database; returns (exit code, stdout, stderr)."""
 
-    def invoke(*args: str, now: str | None = None):
+    def invoke(*args: str, now: str | None = None, real_clock: bool = False):
+        """With ``now``, the real clock stands there too (writes need no --yes), unless
+        ``real_clock``: then ``now`` is a pretend time far from it."""
         argv = ["--db", str(db_path)]
-        if now:
-            argv += ["--now", now]
-        code = main([*argv, *args])
+        if not now:
+            code = main([*argv, *args])
+        elif real_clock:
+            code = main([*argv, "--now", now, *args])
+        else:
+            with freeze_time(now, tick=True):
+                code = main([*argv, "--now", now, *args])
         captured = capsys.readouterr()
         return code, captured.out, captured.err
 
@@ -78,10 +85,10 @@ def test_what_if_preview_explain_review_restore_and_undo(cli) -> None:
 
 def test_a_real_run_in_the_future_needs_yes(cli) -> None:
     future = (datetime.now(UTC) + timedelta(days=400)).isoformat()
-    code, _out, err = cli("run-once", now=future)
+    code, _out, err = cli("run-once", now=future, real_clock=True)
     assert code == 2 and "--dry-run" in err and "--yes" in err
-    assert cli("run-once", "--dry-run", now=future)[0] == 0
-    code, out, _ = cli("run-once", "--yes", "--json", now=future)
+    assert cli("run-once", "--dry-run", now=future, real_clock=True)[0] == 0
+    code, out, _ = cli("run-once", "--yes", "--json", now=future, real_clock=True)
     assert code == 0 and json.loads(out)["ok"] is True
 
 
@@ -115,7 +122,7 @@ def test_a_failing_job_is_recorded_and_exits_4_while_others_run(cli, monkeypatch
 def test_run_once_waits_for_the_job_lock_then_exits_75(cli, db_path: Path, tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text("[service]\nlock_wait_seconds = 0.3\n")
-    cli("status")  # create the database
+    assert cli("note", "alice", "n")[0] == 0  # create the database
     with jobs_lock(db_path).hold():
         code, _out, err = cli("--config", str(config), "run-once")
     assert code == 75 and "job run lock" in err and "after waiting 0.3 s" in err
@@ -140,10 +147,10 @@ def test_run_once_due_runs_only_what_its_schedule_says(cli) -> None:
     first = {job["job"] for job in json.loads(out)["jobs"]}
     assert code == 0 and first == {"settle", "expire", "demote", "prune", "summarize"}
     # Same morning: nothing came round since (summarize, skipped for want of an API key,
-    # has not succeeded, so it stays due). Next day after 03:30: the daily jobs and the
-    # hourly summarize, but not the monthly demote.
+    # covered its 10:00 run: it is tried again at 11:00, not at every --due). Next day after
+    # 03:30: the daily jobs and the hourly summarize, but not the monthly demote.
     code, out, _ = cli("run-once", "--due", "--json", now="2026-03-02T10:20:00Z")
-    assert [(j["job"], j["status"]) for j in json.loads(out)["jobs"]] == [("summarize", "skipped")]
+    assert json.loads(out)["jobs"] == []
     code, out, _ = cli("run-once", "--due", "--json", now="2026-03-03T03:40:00Z")
     jobs = {job["job"]: job for job in json.loads(out)["jobs"]}
     assert set(jobs) == {"settle", "expire", "prune", "summarize"}
@@ -153,6 +160,7 @@ def test_run_once_due_runs_only_what_its_schedule_says(cli) -> None:
 
 
 def test_status_says_whether_the_service_runs(cli, db_path: Path) -> None:
+    assert cli("note", "alice", "n")[0] == 0  # status reads an existing database
     _code, out, _ = cli("status")
     assert "service:   not running" in out
     with daemon_lock(db_path).hold():

@@ -320,13 +320,15 @@ def test_a_read_only_directory_is_exit_73(
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        assert main(["--db", str(locked / "memory.db"), "status"]) == EXIT_CANT_CREATE
+        argv = ["--db", str(locked / "memory.db"), "note", "alice", "n"]  # a command that creates
+        assert main(argv) == EXIT_CANT_CREATE
         assert "cannot create database file" in capsys.readouterr().err
         assert list(locked.iterdir()) == []
     finally:
         locked.chmod(0o700)
 
 
+@pytest.mark.slow
 def test_several_processes_creating_one_new_database_at_once(tmp_path: Path) -> None:
     path = tmp_path / "fresh" / "memory.db"
     code = (

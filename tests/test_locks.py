@@ -2,6 +2,10 @@
 
 The other lock holder is always a real second process (a small Python child), as in life: the
 service and a run-once, or a service and a second service.
+
+No test here measures wall-clock time: on a loaded machine any "took at least / at most N
+seconds" flakes. Each asserts the order of events instead — the waiter found the lock taken,
+then the holder released it, then the job ran — with the holder releasing only when told.
 """
 
 from __future__ import annotations
@@ -11,12 +15,15 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+import memkeeper.locks
+import memkeeper.scheduler
 from memkeeper import MemoryStore
 from memkeeper.cli import main
 from memkeeper.config import Config
@@ -33,28 +40,151 @@ from memkeeper.locks import daemon_lock, jobs_lock
 lock = {"daemon": daemon_lock, "jobs": jobs_lock}[sys.argv[2]](Path(sys.argv[1]))
 lock.acquire(0)
 print("held", flush=True)
-time.sleep(float(sys.argv[3]))
+sys.stdin.readline()  # hold until the test says so (or the test ends and kills us)
 lock.release()
 print("released", flush=True)
 time.sleep(60)
 """
 
+WAIT = 30.0
+"""Upper bound on waiting for an event that must happen; only reached when a test fails."""
+
+
+class Holder:
+    """A child process holding the ``which`` lock of a database until :meth:`release`."""
+
+    def __init__(self, db: Path, which: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(db), which],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "held"
+        self.released = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def release(self) -> None:
+        """Tell the child to release the lock; returns once it has."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("release\n")
+        self.process.stdin.flush()
+        assert self.process.stdout.readline().strip() == "released"
+        self.released = True
+
+    def still_holding(self) -> bool:
+        return not self.released and self.process.poll() is None
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)
+
 
 @contextmanager
-def lock_holder(db: Path, which: str, seconds: float = 60.0) -> Iterator[subprocess.Popen[str]]:
-    """A child process holding the ``which`` lock of ``db`` for ``seconds``."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db), which, str(seconds)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def lock_holder(db: Path, which: str) -> Iterator[Holder]:
+    """A child process holding the ``which`` lock of ``db`` until released or killed."""
+    holder = Holder(db, which)
     try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "held"
-        yield child
+        yield holder
     finally:
-        child.kill()
-        child.wait(timeout=10)
+        holder.kill()
+
+
+class Events:
+    """What happened, in order, across the test's threads."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self._lock = threading.Lock()
+        self.refused = threading.Event()
+
+    def add(self, event: str) -> None:
+        with self._lock:
+            self.log.append(event)
+        if event == "refused":
+            self.refused.set()
+
+    def collapsed(self) -> list[str]:
+        """The log with repeats of an event folded into one (polls repeat "refused")."""
+        return [e for i, e in enumerate(self.log) if i == 0 or self.log[i - 1] != e]
+
+
+@pytest.fixture
+def events(monkeypatch: pytest.MonkeyPatch) -> Events:
+    """Record each time a process-lock wait finds the lock taken and polls again.
+
+    ``FileLock.acquire`` sleeps between attempts only when the lock is taken; its ``time``
+    module is swapped for one whose ``sleep`` first records "refused".
+    """
+    recorded = Events()
+
+    def sleep(seconds: float) -> None:
+        recorded.add("refused")
+        time.sleep(seconds)
+
+    monkeypatch.setattr(
+        memkeeper.locks, "time", types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep)
+    )
+    return recorded
+
+
+class VirtualClock:
+    """The process-lock module's clock, advanced only by its own sleeps.
+
+    A wait of N seconds then polls for exactly N seconds of this clock, however slowly the
+    machine runs: what the test checks is how long memkeeper *meant* to wait.
+    """
+
+    def __init__(self, events: Events) -> None:
+        self.events = events
+        self.now = 1000.0
+        self.slept = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.events.add("refused")
+        self.now += seconds
+        self.slept += seconds
+        time.sleep(0)
+
+
+@pytest.fixture
+def lock_clock(monkeypatch: pytest.MonkeyPatch, events: Events) -> VirtualClock:
+    clock = VirtualClock(events)
+    monkeypatch.setattr(memkeeper.locks, "time", clock)
+    return clock
+
+
+class RecordingStop(threading.Event):
+    """A service's stop event whose waits (between lock polls) are recorded as "refused"."""
+
+    def __init__(self, events: Events) -> None:
+        super().__init__()
+        self.events = events
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.is_set():
+            self.events.add("refused")
+        return super().wait(timeout)
+
+
+def release_after_first_refusal(holder: Holder, events: Events) -> threading.Thread:
+    """A thread that, once the waiter found the lock taken, makes the holder release it."""
+
+    def run() -> None:
+        if events.refused.wait(WAIT):
+            holder.release()
+            events.add("released")
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 @pytest.fixture
@@ -74,10 +204,8 @@ def config_file(tmp_path: Path) -> Path:
     return path
 
 
-def cli(db: Path, config: Path, *args: str) -> tuple[int, float]:
-    started = time.monotonic()
-    code = main(["--db", str(db), "--config", str(config), *args])
-    return code, time.monotonic() - started
+def cli(db: Path, config: Path, *args: str) -> int:
+    return main(["--db", str(db), "--config", str(config), *args])
 
 
 # -- one service per database ---------------------------------------------------------------
@@ -87,9 +215,11 @@ def test_a_second_service_is_refused_at_once(
     db: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with lock_holder(db, "daemon") as first:
-        code, elapsed = cli(db, config_file, "run")
+        code = cli(db, config_file, "run")
+        # Refused while the first service still runs: it did not wait for it to go away
+        # (the holder never releases; waiting for it would never end).
+        assert first.still_holding()
     assert code == EXIT_BUSY == 75
-    assert elapsed < 3
     err = capsys.readouterr().err
     assert "another memkeeper service" in err
     assert f"pid {first.pid}" in err
@@ -117,8 +247,8 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(db: Path, which: str) -> 
     with lock_holder(db, which) as holder:
         with pytest.raises(LockBusy, match=f"held by pid {holder.pid}"):
             make(db).acquire(0)
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(timeout=10)
+        holder.process.send_signal(signal.SIGKILL)
+        holder.process.wait(timeout=10)
         # The file still names the dead holder; the kernel dropped its flock all the same.
         assert lock_path(db, which).read_text().strip() == str(holder.pid)
         lock = make(db)
@@ -133,12 +263,15 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(db: Path, which: str) -> 
 
 
 def test_run_once_waits_for_the_lock_then_gives_up(
-    db: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+    db: Path, config_file: Path, capsys: pytest.CaptureFixture[str], lock_clock: VirtualClock
 ) -> None:
     with lock_holder(db, "jobs") as holder:
-        code, elapsed = cli(db, config_file, "run-once")
+        code = cli(db, config_file, "run-once")
+        assert holder.still_holding()  # it gave up while the lock was still taken
     assert code == EXIT_BUSY
-    assert 0.5 <= elapsed < 5
+    # It polled the taken lock for its whole lock_wait_seconds (0.5 s), then gave up.
+    assert set(lock_clock.events.log) == {"refused"}
+    assert lock_clock.slept == pytest.approx(0.5, abs=0.11)
     err = capsys.readouterr().err
     assert f"held by pid {holder.pid}" in err
     assert "after waiting 0.5 s" in err
@@ -147,56 +280,83 @@ def test_run_once_waits_for_the_lock_then_gives_up(
 
 
 def test_run_once_waits_for_a_running_job_then_runs(
-    db: Path, config_file: Path, tmp_path: Path
+    db: Path, config_file: Path, tmp_path: Path, events: Events
 ) -> None:
     patient = tmp_path / "patient.toml"
     patient.write_text(
-        config_file.read_text().replace("lock_wait_seconds = 0.5", "lock_wait_seconds = 20")
+        config_file.read_text().replace("lock_wait_seconds = 0.5", "lock_wait_seconds = 60")
     )
-    with lock_holder(db, "jobs", seconds=1.0):
-        code, elapsed = cli(db, patient, "run-once", "--job", "expire")
+    with lock_holder(db, "jobs") as holder:
+        releaser = release_after_first_refusal(holder, events)
+        code = cli(db, patient, "run-once", "--job", "expire")
+        events.add("ran")
+        releaser.join(WAIT)
     assert code == 0
-    assert elapsed >= 0.5
+    # It found the lock taken and kept waiting; only after the holder released did it run.
+    assert events.collapsed() == ["refused", "released", "ran"]
     with MemoryStore(db) as store:
         assert [(run.job, run.status) for run in store.job_runs()] == [("expire", "ok")]
 
 
-def test_run_once_just_runs_while_the_service_is_idle(db: Path, config_file: Path) -> None:
+def test_run_once_just_runs_while_the_service_is_idle(
+    db: Path, config_file: Path, events: Events
+) -> None:
     """The service holds only its instance lock between jobs; the job lock is free."""
-    with lock_holder(db, "daemon"):
-        code, elapsed = cli(db, config_file, "run-once", "--job", "settle")
+    with lock_holder(db, "daemon") as service:
+        code = cli(db, config_file, "run-once", "--job", "settle")
+        assert service.still_holding()
     assert code == 0
-    assert elapsed < 5
+    assert events.log == []  # the job lock was taken at the first try: no wait at all
 
 
-def test_run_job_raises_lock_busy_and_records_nothing(db: Path) -> None:
-    with MemoryStore(db) as store, lock_holder(db, "jobs"):
-        started = time.monotonic()
-        with pytest.raises(LockBusy):
+def test_run_job_raises_lock_busy_and_records_nothing(db: Path, lock_clock: VirtualClock) -> None:
+    with MemoryStore(db) as store, lock_holder(db, "jobs") as holder:
+        with pytest.raises(LockBusy, match=r"after waiting 0\.3 s"):
             run_job(store, "expire", now=store.now(), lock_wait_seconds=0.3)
-        assert time.monotonic() - started >= 0.3
+        assert holder.still_holding()
+        assert lock_clock.slept == pytest.approx(0.3, abs=0.11)
         assert store.job_runs() == []
 
 
 # -- the service and a run-once -------------------------------------------------------------
 
 
+@pytest.fixture
+def quick_service_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service re-checks the job lock every 1 s; 50 ms keeps these tests short."""
+    monkeypatch.setattr(memkeeper.scheduler, "LOCK_POLL_SECONDS", 0.05)
+
+
+@pytest.mark.usefixtures("quick_service_polls")
 def test_service_job_waits_for_a_run_once_then_runs(db: Path) -> None:
-    with MemoryStore(db) as store, lock_holder(db, "jobs", seconds=1.0):
-        started = time.monotonic()
-        result = ServiceJobs(store).run_scheduled("expire")
+    events = Events()
+    with MemoryStore(db) as store, lock_holder(db, "jobs") as holder:
+        jobs = ServiceJobs(store, RecordingStop(events))
+        releaser = release_after_first_refusal(holder, events)
+        result = jobs.run_scheduled("expire")
+        events.add("ran")
+        releaser.join(WAIT)
         assert result is not None
         assert result.status == "ok"
-        assert time.monotonic() - started >= 0.8
+        assert events.collapsed() == ["refused", "released", "ran"]
+        assert [(run.job, run.status) for run in store.job_runs()] == [("expire", "ok")]
 
 
+@pytest.mark.usefixtures("quick_service_polls")
 def test_service_job_waiting_for_the_lock_stops_promptly(db: Path) -> None:
-    with MemoryStore(db) as store, lock_holder(db, "jobs"):
-        jobs = ServiceJobs(store)
-        timer = threading.Timer(0.3, jobs.stop_event.set)
-        timer.start()
-        started = time.monotonic()
+    events = Events()
+    with MemoryStore(db) as store, lock_holder(db, "jobs") as holder:
+        stop = RecordingStop(events)
+        jobs = ServiceJobs(store, stop)
+        stopper = threading.Thread(
+            target=lambda: events.refused.wait(WAIT) and stop.set(), daemon=True
+        )
+        stopper.start()
         assert jobs.run_scheduled("expire") is None
-        assert time.monotonic() - started < 3
-        timer.join()
+        events.add("returned")
+        stopper.join(WAIT)
+        # Stopped while still waiting: it returned with the lock still held by the other
+        # process, ran nothing and recorded nothing.
+        assert holder.still_holding()
+        assert events.collapsed() == ["refused", "returned"]
         assert store.job_runs() == []

@@ -33,7 +33,7 @@ from memkeeper.paths import cold_path_for
 from memkeeper.runner import ABANDONED_ERROR
 from memkeeper.scheduler import due_jobs
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 YEARLY = "0 0 1 1 *"
 START_TIMEOUT = 20.0

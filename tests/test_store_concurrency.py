@@ -13,9 +13,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from helpers import change_rows, raw_rows
 
 from memkeeper import MemoryStore
+
+pytestmark = pytest.mark.slow  # several writer processes: skipped by `pytest -m "not slow"`
 
 WORKERS = 4
 DISTINCT = 200

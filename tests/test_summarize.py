@@ -641,13 +641,27 @@ def test_keep_recent_must_leave_something_to_summarize() -> None:
 def test_calls_run_concurrently_up_to_max_concurrency(
     make_store: StoreFactory, fake: FakeLLM
 ) -> None:
-    store = make_store(job={"max_concurrency": 8})
+    """Order of events, not timing: the first 8 calls are all in flight before any of them is
+    answered (the server holds each until the 8th arrives), and never more than 8 at once."""
+    store = make_store(job={"max_concurrency": 8}, timeout_seconds=60.0)
     for n in range(40):
         add_session(store, f"s{n:02d}", 21, user_id=f"user{n % 5}", start=T0)
-    fake.delay = 0.25
+    all_eight_in = threading.Barrier(8, timeout=60)
+    arrivals = iter(range(10_000))
+    arrival_lock = threading.Lock()
+
+    def hold_the_first_eight(request: Recorded) -> Reply:
+        with arrival_lock:
+            arrival = next(arrivals)
+        if arrival < 8:
+            all_eight_in.wait()  # BrokenBarrierError (a failed call) if 8 never overlap
+        return default_summary(request)
+
+    fake.responder = hold_the_first_eight
 
     result = summarize(store)
 
+    assert not all_eight_in.broken
     assert result.stats["sessions_summarized"] == 40
     assert fake.max_in_flight == 8
     assert len(fake.requests) == 40

@@ -25,6 +25,8 @@ from memkeeper import MemoryStore
 from memkeeper.config import Config
 from memkeeper.runner import run_once
 
+pytestmark = pytest.mark.slow  # child processes killed mid-run: skipped by `pytest -m "not slow"`
+
 SESSIONS = [f"s{n}" for n in range(6)]
 
 CHILD = """

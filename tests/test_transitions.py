@@ -164,6 +164,7 @@ def _superseded_store(db_path: Path, count: int = 12) -> list[str]:
     return ids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["cold-written", "hot-written", "hot-committed", "cold-cleared"])
 def test_a_crash_at_any_step_of_a_move_to_cold_loses_and_duplicates_nothing(
     db_path: Path, step: str
@@ -185,6 +186,7 @@ def test_a_crash_at_any_step_of_a_move_to_cold_loses_and_duplicates_nothing(
     store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["cold-written", "hot-written", "hot-committed", "cold-cleared"])
 def test_a_crash_at_any_step_of_a_restore_loses_and_duplicates_nothing(
     db_path: Path, step: str

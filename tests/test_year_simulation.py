@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from freezegun import freeze_time
 from helpers import current_images, locations, replay
 
 from memkeeper import MemoryStore
 from memkeeper.config import Config
 from memkeeper.runner import run_once
+
+pytestmark = pytest.mark.slow  # a year of daily runs: skipped by `pytest -m "not slow"`
 
 DAY = timedelta(days=1)
 TTL = {"fact": 180, "preference": 30, "note": 90}

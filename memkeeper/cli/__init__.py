@@ -3,7 +3,7 @@
 Commands live in small modules by concern (memory, inspect, transfer, config, jobs, service)
 and register on the one group defined here. This module also owns the edge: it is the only
 place that turns memkeeper's exceptions into a one-line message and a documented exit code
-(see ``memkeeper.errors``), and never shows a traceback.
+(see ``memkeeper.errors``); a traceback is shown only at ``-vv``.
 """
 
 from __future__ import annotations
@@ -14,19 +14,32 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
-from memkeeper import __version__, logs
-from memkeeper.clock import fixed, parse_user_time
+from memkeeper import __version__, logs, settings
+from memkeeper.clock import fixed, parse_user_time, system_now
 from memkeeper.config import Config, load_config
 from memkeeper.errors import EXIT_DATABASE, EXIT_ERROR, EXIT_USAGE, MemkeeperError
-from memkeeper.paths import ENV_CONFIG, ENV_NOW, default_config_path
+from memkeeper.paths import ENV_CONFIG, ENV_NOW
 
 EXIT_INTERRUPTED = 130
+NOW_TOLERANCE = timedelta(minutes=1)
+"""How far --now may be from the real clock before a writing command asks for --yes."""
+
+
+def _span(delta: timedelta) -> str:
+    """A rough human length of time: '3 minutes', '5 hours', '400 days'."""
+    seconds = delta.total_seconds()
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{int(seconds)} seconds"
 
 
 @dataclass
@@ -47,8 +60,13 @@ class App:
             self._config = load_config(self.config_path, explicit=self.config_explicit)
         return self._config
 
-    def store(self) -> Any:
-        """Open the memory store (created on first use) with this invocation's clock."""
+    def store(self, *, create: bool = True) -> Any:
+        """Open the memory store with this invocation's clock.
+
+        ``create`` false is for commands that only read, or change what must already be
+        there: a database that does not exist raises DatabaseMissing (exit 66, naming the
+        path) and nothing — no directory, no file — is created.
+        """
         from memkeeper.store import MemoryStore
 
         store = MemoryStore(
@@ -56,9 +74,37 @@ class App:
             config=self.config,
             clock=fixed(self.now) if self.now else None,
             actor="cli",
+            create=create,
         )
         self._stores.append(store)
         return store
+
+    def check_now(self, *, yes: bool, dry_run: bool = False) -> None:
+        """Refuse to write at a pretend time unless the operator said ``--yes``.
+
+        The one guard of every writing command: a ``--now`` (or ``MEMKEEPER_NOW``) more than
+        :data:`NOW_TOLERANCE` from the real clock would write that time into the real
+        database (created, used, retired at...), which then steers every later job. Reads
+        and ``--dry-run`` previews are free to pretend.
+        """
+        if self.now is None or yes or dry_run:
+            return
+        drift = self.now - system_now()
+        if abs(drift) <= NOW_TOLERANCE:
+            return
+        ctx = click.get_current_context()
+        from_env = ctx.find_root().get_parameter_source("now") is ParameterSource.ENVIRONMENT
+        given = f"{ENV_NOW}={self.now.isoformat()}" if from_env else f"--now {self.now.isoformat()}"
+        direction = "ahead of" if drift > timedelta(0) else "behind"
+        how = (
+            "Add --dry-run to preview, or --yes to do it anyway."
+            if any(param.name == "dry_run" for param in ctx.command.params)
+            else "Add --yes to do it anyway."
+        )
+        raise click.UsageError(
+            f"{given} is {_span(abs(drift))} {direction} the real clock, and "
+            f"'{ctx.command_path}' would write that time into the database. {how}"
+        )
 
     def close(self) -> None:
         for store in self._stores:
@@ -90,13 +136,29 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False, default=str))
 
 
-def parse_now(_ctx: click.Context, _param: click.Parameter, value: str | None) -> datetime | None:
-    if value is None or value == "":
+def yes_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared ``--yes`` of every writing command: see :meth:`App.check_now`."""
+    return click.option(
+        "--yes",
+        is_flag=True,
+        help="Write even though --now (or MEMKEEPER_NOW) is more than a minute from the real "
+        "clock.",
+    )(func)
+
+
+def parse_now(_ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """``--now`` / ``MEMKEEPER_NOW``: an ISO-8601 time in range; empty is an error, not unset."""
+    if value is None:
+        # click reads an empty variable as unset; an empty pretend clock is a mistake to report.
+        if os.environ.get(ENV_NOW) == "":
+            raise click.BadParameter(
+                f"{ENV_NOW} is set but empty; unset it or give an ISO-8601 time", param=param
+            )
         return None
     try:
         return parse_user_time(value)
     except MemkeeperError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(str(exc), param=param) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -105,13 +167,15 @@ def parse_now(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     "--db",
     type=click.Path(dir_okay=False, path_type=str),
     help="Memory database file. Default: MEMKEEPER_DB, else database.path in the config, "
-    "else memory.db in the per-user data directory.",
+    "else memory.db in the per-user data directory (the order the library and the service "
+    "use too: README, Configuration).",
 )
 @click.option(
     "--config",
     "config_path",
     type=click.Path(path_type=Path),
-    help=f"Config file. Default: {ENV_CONFIG}, else config.toml in the per-user config directory.",
+    help=f"Config file. Default: {ENV_CONFIG}, else config.toml in the per-user config directory "
+    "(absent: the defaults).",
 )
 @click.option(
     "--now",
@@ -131,10 +195,12 @@ def cli(
     memkeeper expires, reviews, demotes, prunes, settles and summarizes them on a schedule,
     and logs every change so it can be explained and undone.
     """
-    explicit = config_path is not None or bool(os.environ.get(ENV_CONFIG))
+    # The config file and (in App.store) the database: memkeeper.settings, the one
+    # resolution the library and the service use too (README "Configuration").
+    config_file, explicit = settings.config_file(config_path)
     app = App(
         db=db,
-        config_path=config_path or default_config_path(),
+        config_path=config_file,
         config_explicit=explicit,
         now=now,
         verbose=verbose,
@@ -157,7 +223,13 @@ def _register_commands() -> None:
     service_cmd.register(cli)
 
 
-def _fail(message: str, code: int) -> int:
+def _fail(message: str, code: int, exc: BaseException | None = None) -> int:
+    """Print the one-line error (after its traceback, at ``-vv`` only); return ``code``."""
+    if exc is not None and logs.debug_enabled():
+        import traceback
+
+        trace = "".join(traceback.format_exception(exc)).rstrip("\n")
+        click.echo(logs.redact(trace), err=True)
     click.echo(f"memkeeper: error: {logs.redact(message)}", err=True)
     return code
 
@@ -175,17 +247,43 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         code = exc.exit_code if exc.exit_code else EXIT_USAGE
     except MemkeeperError as exc:
-        code = _fail(str(exc), exc.exit_code)
+        code = _fail(str(exc), exc.exit_code, exc)
     except sqlite3.DatabaseError as exc:
-        code = _fail(f"database error: {exc}", EXIT_DATABASE)
+        # The library names the file for the failures it expects; these are the rest. A full
+        # disk or a read-only file still gets words an operator can act on.
+        from memkeeper.errors import EXIT_CANT_CREATE
+
+        primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        text = str(exc).lower()
+        if primary == 13 or "disk is full" in text:  # SQLITE_FULL
+            message = f"the disk is full (SQLite: {exc}); free some space and run the command again"
+            code = _fail(message, EXIT_CANT_CREATE, exc)
+        elif primary == 8 or "readonly database" in text:  # SQLITE_READONLY
+            message = (
+                f"the database is read-only for this user ({exc}): a permission problem; make "
+                "it writable, or run memkeeper as the user that owns it"
+            )
+            code = _fail(message, EXIT_CANT_CREATE, exc)
+        else:
+            code = _fail(f"database error: {exc}", EXIT_DATABASE, exc)
     except OSError as exc:
-        code = _fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), EXIT_ERROR)
+        import errno
+
+        from memkeeper.errors import EXIT_CANT_CREATE
+
+        where = f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            message = f"the disk is full ({where}); free some space and run the command again"
+            code = _fail(message, EXIT_CANT_CREATE, exc)
+        else:
+            code = _fail(where, EXIT_ERROR, exc)
     except Exception as exc:  # a bug: still one line, no traceback, unless asked for
         if os.environ.get("MEMKEEPER_DEBUG"):
             raise
         code = _fail(
             f"internal error ({type(exc).__name__}: {exc}); set MEMKEEPER_DEBUG=1 for a traceback",
             EXIT_ERROR,
+            exc,
         )
     else:
         code = 0
