@@ -23,10 +23,10 @@ from pathlib import Path
 from memkeeper import MemoryStore
 from memkeeper.clock import fixed, to_db
 from memkeeper.config import Config
-from memkeeper.db import immediate_transaction
 from memkeeper.logs import configure
-from memkeeper.runner import run_once
-from memkeeper.schema import MEMORY_COLUMNS
+from memkeeper.maintenance.runner import run_once
+from memkeeper.storage.schema import MEMORY_COLUMNS
+from memkeeper.storage.sqlite import immediate_transaction
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

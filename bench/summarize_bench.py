@@ -28,7 +28,7 @@ from fake_llm import FakeLLM, add_session, summarize_config
 
 from memkeeper import MemoryStore
 from memkeeper.logs import configure
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 

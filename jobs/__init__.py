@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from memkeeper.jobs import demote, expire, prune, settle, summarize
 
-from memkeeper.jobkit import Job
+from memkeeper.maintenance.jobkit import Job
 
 _JOBS: tuple[Job, ...] = (settle.JOB, expire.JOB, demote.JOB, prune.JOB, summarize.JOB)
 

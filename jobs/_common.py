@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memkeeper.clock import days_between, from_db, to_db
-from memkeeper.jobkit import JobContext, select_batches
-from memkeeper.transitions import Transition
+from memkeeper.maintenance.jobkit import JobContext, select_batches
+from memkeeper.storage.transitions import Transition
 
 
 def cutoff(now: datetime, days: float) -> str:

@@ -14,8 +14,8 @@ from typing import Any
 from memkeeper.jobs._common import count, cutoff, days_since, transition_due
 
 from memkeeper.config import ExpireJob
-from memkeeper.jobkit import Job, JobContext
-from memkeeper.transitions import Transition, cold_image, hot_image
+from memkeeper.maintenance.jobkit import Job, JobContext
+from memkeeper.storage.transitions import Transition, cold_image, hot_image
 
 _ACTIVE_BY_KIND = (
     "state = 'active' AND kind = ? AND last_used_at < ? AND pinned = 0 AND ttl_days IS NULL"

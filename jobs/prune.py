@@ -8,12 +8,12 @@ but are never pruned). Each pruned entry's change-log row records its score and 
 
 from __future__ import annotations
 
-from memkeeper.audit import image_of
 from memkeeper.config import PruneJob
-from memkeeper.jobkit import Job, JobContext, batched
+from memkeeper.maintenance.jobkit import Job, JobContext, batched
 from memkeeper.records import Memory
 from memkeeper.scoring import rank_key, retention_score
-from memkeeper.transitions import Transition, cold_image
+from memkeeper.storage.changelog import image_of
+from memkeeper.storage.transitions import Transition, cold_image
 
 _OVER_CAP = (
     "SELECT user_id, namespace, count(*) AS n FROM memories"

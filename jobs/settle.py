@@ -12,8 +12,8 @@ from typing import Any
 from memkeeper.jobs._common import count, cutoff, days_since, transition_due
 
 from memkeeper.config import SettleJob
-from memkeeper.jobkit import Job, JobContext
-from memkeeper.transitions import Transition, cold_image
+from memkeeper.maintenance.jobkit import Job, JobContext
+from memkeeper.storage.transitions import Transition, cold_image
 
 _WHERE = "state = 'superseded' AND state_since < ?"
 

@@ -34,8 +34,6 @@ from typing import Any, Literal
 
 from memkeeper.clock import to_db
 from memkeeper.config import LlmSection, SummarizeJob
-from memkeeper.db import immediate_transaction
-from memkeeper.jobkit import Job, JobContext, JobSkipped, PlannedChange
 from memkeeper.llm import (
     Budget,
     LlmAnswer,
@@ -48,8 +46,11 @@ from memkeeper.llm import (
     SummaryRejected,
     read_api_key,
 )
-from memkeeper.storage import chunks, placeholders
-from memkeeper.summarize_prompt import (
+from memkeeper.maintenance.jobkit import Job, JobContext, JobSkipped, PlannedChange
+from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transitions import Image, Transition, supersede
+from memkeeper.summarize.prompt import (
     Message,
     Overheads,
     SourceMessage,
@@ -62,7 +63,6 @@ from memkeeper.summarize_prompt import (
     segment_prompt,
     update_prompt,
 )
-from memkeeper.transitions import Image, Transition, supersede
 
 SUMMARY_CONFIDENCE = 0.8
 """Confidence of a summary note: derived by a model, from the user's own words. High enough

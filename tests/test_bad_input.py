@@ -24,7 +24,7 @@ from memkeeper.errors import (
     InputFileMissing,
     InvalidInput,
 )
-from memkeeper.importexport import export_lines, import_file
+from memkeeper.store.transfer import export_lines, import_file
 
 MEMKEEPER = Path(sys.executable).with_name("memkeeper")
 

@@ -34,7 +34,7 @@ from memkeeper.errors import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
 )
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 MEMKEEPER = Path(sys.executable).with_name("memkeeper")
 DAY = timedelta(days=1)

@@ -12,8 +12,8 @@ from freezegun import freeze_time
 
 from memkeeper.cli import main
 from memkeeper.cli.jobs_cmd import TerminalProgress
-from memkeeper.jobkit import Job
-from memkeeper.locks import daemon_lock, jobs_lock
+from memkeeper.maintenance.jobkit import Job
+from memkeeper.maintenance.locks import daemon_lock, jobs_lock
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import pytest
 from freezegun import freeze_time
 from helpers import T0, dump_databases, raw_rows
 
-from memkeeper import MemoryStore, curation
+from memkeeper import MemoryStore
 from memkeeper.cli import cli, main
 from memkeeper.cli.render import LINE_LIMIT, VALUE_LIMIT, shown
 from memkeeper.clock import parse_user_time, system_now
@@ -40,9 +40,10 @@ from memkeeper.errors import (
     InvalidInput,
     InvalidTime,
 )
-from memkeeper.importexport import export_lines, import_file
-from memkeeper.jobkit import Job
-from memkeeper.runner import run_once
+from memkeeper.maintenance import curation
+from memkeeper.maintenance.jobkit import Job
+from memkeeper.maintenance.runner import run_once
+from memkeeper.store.transfer import export_lines, import_file
 
 DAY = timedelta(days=1)
 EXIT_INTERRUPTED = 130
@@ -760,7 +761,7 @@ def test_a_cold_import_line_stored_meanwhile_is_a_conflict(
     store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Between the check and the write another process stores the id: reported, not lost."""
-    import memkeeper.importexport as importexport
+    import memkeeper.store.transfer as importexport
 
     old = store.remember("alice", "city", "Beijing")
     store.remember("alice", "city", "Shanghai")

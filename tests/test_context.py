@@ -15,7 +15,7 @@ from helpers import T0, dump_databases
 from memkeeper import Context, Memory, MemoryStore
 from memkeeper.config import Config, ContextSection
 from memkeeper.errors import InvalidInput
-from memkeeper.transitions import Transition, apply, cold_image, hot_image
+from memkeeper.storage.transitions import Transition, apply, cold_image, hot_image
 
 DAY = timedelta(days=1)
 

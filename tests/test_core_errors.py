@@ -17,7 +17,7 @@ from memkeeper import MemoryStore
 from memkeeper.clock import fixed
 from memkeeper.config import parse_config
 from memkeeper.errors import ConfigError, InvalidInput, MemkeeperError, StorageFull
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 T0 = datetime(2026, 1, 1, 9, tzinfo=UTC)
 DAY = timedelta(days=1)

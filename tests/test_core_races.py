@@ -14,10 +14,12 @@ import pytest
 from freezegun import freeze_time
 from helpers import current_images, locations, replay
 
-from memkeeper import MemoryStore, curation, transitions
+from memkeeper import MemoryStore
 from memkeeper.clock import fixed
-from memkeeper.runner import run_once
-from memkeeper.transitions import Transition, apply, cold_image
+from memkeeper.maintenance import curation
+from memkeeper.maintenance.runner import run_once
+from memkeeper.storage import transitions
+from memkeeper.storage.transitions import Transition, apply, cold_image
 
 START = datetime(2026, 1, 1, 9, tzinfo=UTC)
 LATER = START + timedelta(days=400)

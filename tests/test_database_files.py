@@ -24,13 +24,13 @@ from memkeeper.errors import (
     DatabaseError,
     StorageUnwritable,
 )
-from memkeeper.schema import (
+from memkeeper.storage.schema import (
     COLD_APPLICATION_ID,
     HOT_APPLICATION_ID,
     cold_migrations,
     hot_migrations,
 )
-from memkeeper.transitions import Transition, apply, cold_image
+from memkeeper.storage.transitions import Transition, apply, cold_image
 
 # -- what bad files look like ---------------------------------------------------------------
 

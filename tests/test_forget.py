@@ -18,7 +18,7 @@ from freezegun import freeze_time
 from helpers import T0, change_rows, checkpoint_files, files_containing, raw_rows
 
 from memkeeper import MemoryStore
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 DAY = timedelta(days=1)
 SECRET = "ZEBRA-4711-secret-value"

@@ -20,10 +20,11 @@ import pytest
 from helpers import files_containing
 
 import memkeeper.store
-from memkeeper import MemoryStore, curation
+from memkeeper import MemoryStore
 from memkeeper.clock import fixed
-from memkeeper.runner import run_once
-from memkeeper.scrub import file_holds_any, scrub
+from memkeeper.maintenance import curation
+from memkeeper.maintenance.runner import run_once
+from memkeeper.storage.scrub import file_holds_any, scrub
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 # Ids come from the seed too, so each layout is the same on every run. 7, 11 and 12 are
@@ -103,7 +104,8 @@ CHILD = textwrap.dedent(
     """
     import os, sys
     from datetime import datetime
-    from memkeeper import MemoryStore, transitions
+    from memkeeper import MemoryStore
+    from memkeeper.storage import transitions
     from memkeeper.clock import fixed
 
     db, step, what, now = sys.argv[1:5]

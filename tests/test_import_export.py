@@ -18,8 +18,8 @@ from memkeeper import MemoryStore
 from memkeeper.cli import main
 from memkeeper.config import Config, ServiceSection
 from memkeeper.errors import EXIT_CANT_CREATE, EXIT_DATA, InvalidInput
-from memkeeper.importexport import export_lines, import_file
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
+from memkeeper.store.transfer import export_lines, import_file
 
 DAY = timedelta(days=1)
 

@@ -9,7 +9,7 @@ from freezegun import freeze_time
 
 from memkeeper import MemoryStore
 from memkeeper.config import Config
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 SECOND = timedelta(seconds=1)
 DAY = timedelta(days=1)

@@ -10,8 +10,8 @@ from memkeeper.jobs import ORDER, REGISTRY
 
 from memkeeper import MemoryStore
 from memkeeper.config import Config, JobsSection
-from memkeeper.runner import run_once
-from memkeeper.schedule_info import next_run_time
+from memkeeper.maintenance.runner import run_once
+from memkeeper.service.schedule_info import next_run_time
 
 SECOND = timedelta(seconds=1)
 DAY = timedelta(days=1)

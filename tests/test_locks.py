@@ -22,21 +22,21 @@ from pathlib import Path
 
 import pytest
 
-import memkeeper.locks
-import memkeeper.scheduler
+import memkeeper.maintenance.locks
+import memkeeper.service.scheduler
 from memkeeper import MemoryStore
 from memkeeper.cli import main
 from memkeeper.config import Config
-from memkeeper.daemon import Daemon, service_state
 from memkeeper.errors import EXIT_BUSY, LockBusy
-from memkeeper.locks import daemon_lock, jobs_lock, lock_path
-from memkeeper.runner import run_job
-from memkeeper.scheduler import ServiceJobs
+from memkeeper.maintenance.locks import daemon_lock, jobs_lock, lock_path
+from memkeeper.maintenance.runner import run_job
+from memkeeper.service.daemon import Daemon, service_state
+from memkeeper.service.scheduler import ServiceJobs
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from memkeeper.locks import daemon_lock, jobs_lock
+from memkeeper.maintenance.locks import daemon_lock, jobs_lock
 lock = {"daemon": daemon_lock, "jobs": jobs_lock}[sys.argv[2]](Path(sys.argv[1]))
 lock.acquire(0)
 print("held", flush=True)
@@ -127,7 +127,9 @@ def events(monkeypatch: pytest.MonkeyPatch) -> Events:
         time.sleep(seconds)
 
     monkeypatch.setattr(
-        memkeeper.locks, "time", types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep)
+        memkeeper.maintenance.locks,
+        "time",
+        types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep),
     )
     return recorded
 
@@ -157,7 +159,7 @@ class VirtualClock:
 @pytest.fixture
 def lock_clock(monkeypatch: pytest.MonkeyPatch, events: Events) -> VirtualClock:
     clock = VirtualClock(events)
-    monkeypatch.setattr(memkeeper.locks, "time", clock)
+    monkeypatch.setattr(memkeeper.maintenance.locks, "time", clock)
     return clock
 
 
@@ -324,7 +326,7 @@ def test_run_job_raises_lock_busy_and_records_nothing(db: Path, lock_clock: Virt
 @pytest.fixture
 def quick_service_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     """The service re-checks the job lock every 1 s; 50 ms keeps these tests short."""
-    monkeypatch.setattr(memkeeper.scheduler, "LOCK_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(memkeeper.service.scheduler, "LOCK_POLL_SECONDS", 0.05)
 
 
 @pytest.mark.usefixtures("quick_service_polls")

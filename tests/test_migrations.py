@@ -5,7 +5,7 @@ left it, fill it with rows in that older shape, open it with today's memkeeper (
 it forward), and check the rows survived and nothing is pending.
 
 ``build_at_step`` is the helper future migrations use. When you add ``0002_something`` to
-``memkeeper.schema``, add a test here like ``test_a_0001_database_migrates_forward``:
+``memkeeper.storage.schema``, add a test here like ``test_a_0001_database_migrates_forward``:
 
     db = build_at_step(path, HOT, "0001_initial")      # the schema before your step
     fill_0001(db)                                       # rows in the old shape
@@ -30,8 +30,8 @@ from sqlite_utils.migrations import Migrations
 
 from memkeeper import MemoryStore
 from memkeeper.clock import to_db
-from memkeeper.db import FileKind, open_database
-from memkeeper.schema import COLD, HOT, cold_migrations, hot_migrations
+from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
+from memkeeper.storage.sqlite import FileKind, open_database
 
 
 def step_names(kind: FileKind) -> list[str]:

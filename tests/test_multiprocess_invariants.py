@@ -35,8 +35,9 @@ WORKER = textwrap.dedent(
     """
     import json, random, sys
     from datetime import datetime, timedelta
-    from memkeeper import MemoryStore, curation
-    from memkeeper.runner import run_once
+    from memkeeper import MemoryStore
+    from memkeeper.maintenance import curation
+    from memkeeper.maintenance.runner import run_once
 
     db, role, ident, ops = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     now = [None]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memkeeper.notify import Notifier, socket_address, watchdog_interval
+from memkeeper.service.notify import Notifier, socket_address, watchdog_interval
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="abstract sockets are Linux-only"

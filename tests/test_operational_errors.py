@@ -37,11 +37,10 @@ import structlog.testing
 from fake_llm import FakeLLM, add_session, error
 from memkeeper.jobs import REGISTRY
 
-import memkeeper.db
-import memkeeper.scheduler
+import memkeeper.service.scheduler
+import memkeeper.storage.sqlite
 from memkeeper import MemoryStore, logs
 from memkeeper.cli import main
-from memkeeper.db import ReadOnlyDatabase, read_only_error
 from memkeeper.errors import (
     EXIT_CANT_CREATE,
     EXIT_DATABASE,
@@ -49,9 +48,10 @@ from memkeeper.errors import (
     MemkeeperError,
     StorageUnwritable,
 )
-from memkeeper.jobkit import Job
-from memkeeper.runner import run_job
-from memkeeper.scheduler import ServiceJobs, run_due
+from memkeeper.maintenance.jobkit import Job
+from memkeeper.maintenance.runner import run_job
+from memkeeper.service.scheduler import ServiceJobs, run_due
+from memkeeper.storage.sqlite import ReadOnlyDatabase, read_only_error
 
 KEY = "0123456789abcdef.TestKeySecretPart"
 T0 = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
@@ -204,7 +204,7 @@ def test_the_service_logs_a_database_it_cannot_write_in_one_line(
     def unwritable(*_args: Any, **_kwargs: Any) -> None:
         raise StorageUnwritable(f"database file {store.path} is read-only for this user")
 
-    monkeypatch.setattr(memkeeper.scheduler, "run_job", unwritable)
+    monkeypatch.setattr(memkeeper.service.scheduler, "run_job", unwritable)
     log.configure("info")
     assert ServiceJobs(store).run_scheduled("expire") is None
     (line,) = log.events("could not run job")
@@ -363,7 +363,7 @@ def test_a_read_only_directory_is_named_with_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "data" / "memory.db"
-    monkeypatch.setattr(memkeeper.db, "_writable", lambda p: p != path.parent)
+    monkeypatch.setattr(memkeeper.storage.sqlite, "_writable", lambda p: p != path.parent)
     exc = sqlite3.OperationalError("attempt to write a readonly database")
     exc.sqlite_errorcode = 1544  # SQLITE_READONLY_DIRECTORY
     found = read_only_error(exc, path, "the database cannot be opened")

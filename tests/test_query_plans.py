@@ -15,7 +15,7 @@ from freezegun import freeze_time
 
 from memkeeper import MemoryStore
 from memkeeper.config import Config
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 PARTIAL_INDEXES = {"memories_ttl_override", "messages_unsummarized", "messages_summarized_at"}
 TABLES = ("memories", "messages", "cold_memories")

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from memkeeper import MemoryStore, service_files
+from memkeeper import MemoryStore
 from memkeeper.cli import main, service_cmd
 from memkeeper.config import Config
-from memkeeper.daemon import Daemon
 from memkeeper.errors import EXIT_CONFIG, EXIT_DATA, EXIT_USAGE, ConfigError, InvalidInput
+from memkeeper.service import unit_files as service_files
+from memkeeper.service.daemon import Daemon
 from memkeeper.settings import resolve
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")

@@ -21,10 +21,10 @@ from memkeeper import MemoryStore
 from memkeeper.clock import from_db, to_db
 from memkeeper.config import Config, parse_config
 from memkeeper.errors import ConfigError
-from memkeeper.jobkit import Job
-from memkeeper.locks import jobs_lock
-from memkeeper.runner import ABANDONED_ERROR
-from memkeeper.scheduler import (
+from memkeeper.maintenance.jobkit import Job
+from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.maintenance.runner import ABANDONED_ERROR
+from memkeeper.service.scheduler import (
     CATCH_UP_JOB_ID,
     JobTrigger,
     ServiceJobs,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from memkeeper.config import Config, load_config
-from memkeeper.daemon import Daemon
 from memkeeper.errors import ConfigError
+from memkeeper.service.daemon import Daemon
 
 
 def make_daemon(tmp_path: Path, text: str) -> tuple[Daemon, Path]:

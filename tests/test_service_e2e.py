@@ -29,9 +29,9 @@ import pytest
 from memkeeper import MemoryStore
 from memkeeper.clock import from_db, to_db
 from memkeeper.config import load_config
+from memkeeper.maintenance.runner import ABANDONED_ERROR
 from memkeeper.paths import cold_path_for
-from memkeeper.runner import ABANDONED_ERROR
-from memkeeper.scheduler import due_jobs
+from memkeeper.service.scheduler import due_jobs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

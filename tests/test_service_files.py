@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from memkeeper import service_files
 from memkeeper.cli import main
-from memkeeper.service_files import (
+from memkeeper.service import unit_files as service_files
+from memkeeper.service.unit_files import (
     PACKAGED,
     Installation,
     memkeeper_command,
@@ -71,7 +71,7 @@ def test_checked_in_files_match_the_templates(relative: str) -> None:
     expected = packaged_files()[relative]
     assert (REPO / relative).read_text(encoding="utf-8") == expected, (
         f"{relative} drifted from memkeeper/service_files.py; regenerate with: python -c "
-        "\"from memkeeper.service_files import write_packaged_files as w; w('.')\""
+        "\"from memkeeper.service.unit_files import write_packaged_files as w; w('.')\""
     )
 
 

@@ -18,7 +18,7 @@ from helpers import T0, change_rows, raw_rows
 
 from memkeeper import Change, Episode, Memory, MemoryStore, Message
 from memkeeper.errors import InvalidInput, MemkeeperError, NotFound
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 DAY = timedelta(days=1)
 

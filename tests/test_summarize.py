@@ -37,9 +37,9 @@ from memkeeper import MemoryStore
 from memkeeper.cli import main
 from memkeeper.clock import to_db
 from memkeeper.config import Config
+from memkeeper.maintenance.runner import JobResult, run_job, run_once
 from memkeeper.records import Memory
-from memkeeper.runner import JobResult, run_job, run_once
-from memkeeper.summarize_prompt import prompt_tokens
+from memkeeper.summarize.prompt import prompt_tokens
 
 KEY = "0123456789abcdef.TestKeySecretPart"
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -245,7 +245,7 @@ def test_the_next_summary_folds_in_the_previous_one(
 def test_undoing_a_run_restores_the_previous_summary_and_the_messages(
     make_store: StoreFactory, fake: FakeLLM
 ) -> None:
-    from memkeeper.undo import undo_run
+    from memkeeper.maintenance.undo import undo_run
 
     store = make_store()
     first_ids = add_session(store, "s1", 25, start=T0)

@@ -23,7 +23,7 @@ from fake_llm import FakeLLM, Recorded, Reply, add_session, completion, default_
 
 from memkeeper import MemoryStore
 from memkeeper.config import Config
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 pytestmark = pytest.mark.slow  # child processes killed mid-run: skipped by `pytest -m "not slow"`
 
@@ -31,9 +31,10 @@ SESSIONS = [f"s{n}" for n in range(6)]
 
 CHILD = """
 import json, os, signal, sys
-from memkeeper import MemoryStore, transitions
+from memkeeper import MemoryStore
+from memkeeper.storage import transitions
 from memkeeper.config import Config
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 db, config, kill_at = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 commits = 0

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from memkeeper.llm import LlmAnswer, SummaryRejected
-from memkeeper.summarize_prompt import (
+from memkeeper.summarize.prompt import (
     SourceMessage,
     check_summary,
     defuse,

@@ -20,7 +20,7 @@ from memkeeper import MemoryStore
 from memkeeper.config import LlmSection
 from memkeeper.llm import LlmClient, LlmError
 from memkeeper.logs import configure
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 KEY = "7f3c9a1e2b4d4c6f8a0b1c2d3e4f5a6b.Xq9ZsEcReTpArT2026"
 SECRET_HALF = KEY.split(".")[1]

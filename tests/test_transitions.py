@@ -13,10 +13,11 @@ import pytest
 from freezegun import freeze_time
 from helpers import current_images, dump_databases, locations, replay
 
-from memkeeper import MemoryStore, curation
+from memkeeper import MemoryStore
 from memkeeper.clock import fixed
-from memkeeper.jobkit import JobContext
-from memkeeper.runner import run_once
+from memkeeper.maintenance import curation
+from memkeeper.maintenance.jobkit import JobContext
+from memkeeper.maintenance.runner import run_once
 
 START = datetime(2026, 1, 1, 9, tzinfo=UTC)
 LATER = START + timedelta(days=400)
@@ -116,9 +117,11 @@ CHILD = textwrap.dedent(
     """
     import os, sys
     from datetime import datetime
-    from memkeeper import MemoryStore, curation, transitions
+    from memkeeper import MemoryStore
+    from memkeeper.maintenance import curation
+    from memkeeper.storage import transitions
     from memkeeper.clock import fixed
-    from memkeeper.runner import run_once
+    from memkeeper.maintenance.runner import run_once
 
     db, step, action, now = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 

@@ -11,8 +11,8 @@ from helpers import current_images, locations, replay
 
 from memkeeper import MemoryStore
 from memkeeper.errors import NotFound
-from memkeeper.runner import run_once
-from memkeeper.undo import undo_run
+from memkeeper.maintenance.runner import run_once
+from memkeeper.maintenance.undo import undo_run
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -17,7 +17,7 @@ from helpers import current_images, locations, replay
 
 from memkeeper import MemoryStore
 from memkeeper.config import Config
-from memkeeper.runner import run_once
+from memkeeper.maintenance.runner import run_once
 
 pytestmark = pytest.mark.slow  # a year of daily runs: skipped by `pytest -m "not slow"`
 

@@ -6,13 +6,13 @@ from typing import Any
 
 import click
 
-from memkeeper.audit import ACTION_VERBS, describe_change
+from memkeeper.audit.explain import ACTION_VERBS, describe_change
 from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json
 from memkeeper.cli.render import VALUE_LIMIT, memory_label, memory_table, owner, shown, shown_lines
-from memkeeper.daemon import service_state
 from memkeeper.errors import NotFound
 from memkeeper.records import KINDS, STATES, Change
-from memkeeper.schedule_info import job_schedule_status
+from memkeeper.service.daemon import service_state
+from memkeeper.service.schedule_info import job_schedule_status
 
 
 @click.command("list")

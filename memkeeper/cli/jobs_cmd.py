@@ -12,14 +12,14 @@ from typing import Any
 
 import click
 
-from memkeeper import curation
 from memkeeper.cli import App, json_option, pass_app, print_json, yes_option
 from memkeeper.cli.render import LINE_LIMIT, memory_label, memory_table, owner, shown
 from memkeeper.errors import JobFailed, MemkeeperError, NotFound
 from memkeeper.jobs import ORDER
-from memkeeper.runner import JobResult, RunReport, run_once
-from memkeeper.scheduler import run_due
-from memkeeper.undo import entry_label, undo_run
+from memkeeper.maintenance import curation
+from memkeeper.maintenance.runner import JobResult, RunReport, run_once
+from memkeeper.maintenance.undo import entry_label, undo_run
+from memkeeper.service.scheduler import run_due
 
 PROGRESS_THRESHOLD = 1000  # candidates: smaller runs finish before a display would help
 

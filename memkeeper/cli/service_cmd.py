@@ -15,7 +15,7 @@ from memkeeper import settings
 from memkeeper.cli import App, pass_app
 from memkeeper.errors import ConfigError, StorageUnwritable
 from memkeeper.paths import ENV_DB
-from memkeeper.service_files import (
+from memkeeper.service.unit_files import (
     ENV_FILE_NAME,
     SYSTEM_DB,
     Installation,
@@ -45,7 +45,7 @@ def run_command(app: App) -> None:
     reloads config.toml; SIGTERM or Ctrl-C stops after the current batch. Speaks systemd's
     notify protocol (READY, WATCHDOG, STOPPING). A bad configuration exits 78.
     """
-    from memkeeper.daemon import Daemon
+    from memkeeper.service.daemon import Daemon
 
     if app.now is not None:
         raise ConfigError(

@@ -10,7 +10,7 @@ import click
 from memkeeper.cli import App, json_option, pass_app, print_json, yes_option
 from memkeeper.cli.render import shown
 from memkeeper.errors import InvalidInput, StorageUnwritable
-from memkeeper.importexport import FORMATS, export_to, import_file, timezone_named
+from memkeeper.store.transfer import FORMATS, export_to, import_file, timezone_named
 
 
 def _check_timezone(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

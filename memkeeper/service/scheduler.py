@@ -41,10 +41,16 @@ from memkeeper.clock import ensure_utc, from_db, to_db
 from memkeeper.config import Config
 from memkeeper.cron import ScheduleError, parse_schedule, to_apscheduler_crontab
 from memkeeper.errors import ConfigError, LockBusy
-from memkeeper.jobkit import ProgressCallback
 from memkeeper.jobs import ORDER
-from memkeeper.locks import jobs_lock
-from memkeeper.runner import JobResult, RunReport, close_abandoned_runs, run_job, run_planned
+from memkeeper.maintenance.jobkit import ProgressCallback
+from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.maintenance.runner import (
+    JobResult,
+    RunReport,
+    close_abandoned_runs,
+    run_job,
+    run_planned,
+)
 from memkeeper.store import MemoryStore
 
 log = structlog.get_logger("memkeeper.scheduler")
@@ -206,7 +212,8 @@ def run_due(
     """Run every due job once, in order, each recorded with the scheduled time it covers.
 
     The engine of ``memkeeper run-once --due`` (a systemd timer's alternative to the service).
-    Raises LockBusy like :func:`memkeeper.runner.run_once` when the job lock stays taken.
+    Raises LockBusy like :func:`memkeeper.maintenance.runner.run_once` when the job lock stays
+    taken.
     """
     moment = now or store.now()
     return run_planned(

@@ -26,13 +26,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memkeeper import validation
 from memkeeper.clock import USER_TIME_RANGE_TEXT, to_db, within_user_range
-from memkeeper.db import immediate_transaction
 from memkeeper.errors import ImportFileError, InputFileMissing, InvalidInput
-from memkeeper.jobkit import batched
+from memkeeper.maintenance.jobkit import batched
 from memkeeper.records import KEYED_KINDS, STATES
-from memkeeper.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transitions import Transition, apply, hot_image, supersede, with_changes
 from memkeeper.store import MemoryStore
-from memkeeper.transitions import Transition, apply, hot_image, supersede, with_changes
 
 FORMATS = ("auto", "agent-json", "jsonl")
 _TIME_FIELDS = ("created_at", "updated_at", "last_accessed_at", "state_since", "retired_at")

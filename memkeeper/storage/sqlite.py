@@ -456,5 +456,5 @@ def checkpoint(db: Database) -> None:
         db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
 
-# Registered by memkeeper.schema; listed here so _probe can name a swapped file.
+# Registered by memkeeper.storage.schema; listed here so _probe can name a swapped file.
 KNOWN_KINDS: list[FileKind] = []

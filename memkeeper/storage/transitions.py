@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memkeeper.audit import change_row, insert_changes
 from memkeeper.clock import to_db
-from memkeeper.db import immediate_transaction
-from memkeeper.schema import COLD_COLUMNS, MEMORY_COLUMNS
-from memkeeper.storage import Storage, chunks, placeholders
+from memkeeper.storage.changelog import change_row, insert_changes
+from memkeeper.storage.files import Storage, chunks, placeholders
+from memkeeper.storage.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.sqlite import immediate_transaction
 
 Image = dict[str, Any]
 

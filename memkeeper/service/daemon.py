@@ -43,9 +43,9 @@ from memkeeper import logs
 from memkeeper.config import Config, load_config
 from memkeeper.errors import LockBusy, MemkeeperError
 from memkeeper.jobs import ORDER
-from memkeeper.locks import daemon_lock, lock_path
-from memkeeper.notify import Notifier, watchdog_interval
-from memkeeper.scheduler import (
+from memkeeper.maintenance.locks import daemon_lock, lock_path
+from memkeeper.service.notify import Notifier, watchdog_interval
+from memkeeper.service.scheduler import (
     ServiceJobs,
     add_catch_up,
     build_scheduler,

@@ -3,8 +3,8 @@
 One object over the two files (hot database and cold storage), safe to use from several
 processes at once (SQLite WAL, immediate write transactions, a busy timeout) and from several
 threads of one process (an internal lock). Every change to a memory goes through
-:mod:`memkeeper.transitions` and is logged in the same transaction; erasure goes through
-:mod:`memkeeper.forgetting`.
+:mod:`memkeeper.storage.transitions` and is logged in the same transaction; erasure goes through
+:mod:`memkeeper.storage.forgetting`.
 """
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ from typing import Any
 import structlog
 
 from memkeeper import validation
-from memkeeper.audit import explain as render_explanation
-from memkeeper.audit import image_of, query_changes
+from memkeeper.audit.explain import explain as render_explanation
+from memkeeper.audit.log import query_changes
 from memkeeper.clock import Clock, system_now, to_db
 from memkeeper.config import Config
-from memkeeper.db import immediate_transaction
 from memkeeper.errors import InvalidInput, NotFound, StorageUnwritable
-from memkeeper.forgetting import Selection, erase
 from memkeeper.records import (
     KEYED_KINDS,
     Change,
@@ -38,8 +36,11 @@ from memkeeper.records import (
 )
 from memkeeper.scoring import rank_key, retention_score
 from memkeeper.settings import database_paths, resolve
-from memkeeper.storage import Storage
-from memkeeper.transitions import (
+from memkeeper.storage.changelog import image_of
+from memkeeper.storage.files import Storage
+from memkeeper.storage.forgetting import Selection, erase
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transitions import (
     Image,
     Outcome,
     Transition,
@@ -687,21 +688,18 @@ class MemoryStore:
         newest_first: bool = False,
     ) -> builtins.list[Change]:
         """Change-log rows matching every given filter."""
-        self._lookup(
-            ("memory_id", memory_id),
-            ("run_id", run_id),
-            ("user_id", user_id),
-            ("namespace", namespace),
-            ("action", action),
-        )
+        filters = {
+            "memory_id": memory_id,
+            "run_id": run_id,
+            "user_id": user_id,
+            "namespace": namespace,
+            "action": action,
+        }
+        self._lookup(*filters.items())
         with self.storage.lock:
             return query_changes(
                 self.storage.hot,
-                memory_id=memory_id,
-                run_id=run_id,
-                user_id=user_id,
-                namespace=namespace,
-                action=action,
+                filters,
                 limit=self._limit(limit) if limit is not None else None,
                 newest_first=newest_first,
             )
@@ -714,7 +712,7 @@ class MemoryStore:
             with self.storage.lock:
                 tombstones = [
                     change
-                    for change in query_changes(self.storage.hot, action="forget")
+                    for change in query_changes(self.storage.hot, {"action": "forget"})
                     if memory_id in change.details.get("memory_ids", [])
                 ]
             if not tombstones:

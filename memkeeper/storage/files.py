@@ -1,7 +1,7 @@
 """The two files behind a MemoryStore: the hot database and, opened on demand, cold storage.
 
 This module only opens files and reads rows; changing memory rows is the job of
-:mod:`memkeeper.transitions` (and erasing them, of :mod:`memkeeper.forgetting`).
+:mod:`memkeeper.storage.transitions` (and erasing them, of :mod:`memkeeper.storage.forgetting`).
 
 Lock discipline: every operation that writes the cold file holds the hot file's write lock
 (``BEGIN IMMEDIATE`` on the hot file) for its whole duration. Cross-file moves are therefore
@@ -18,10 +18,10 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from memkeeper.audit import image_of
-from memkeeper.db import checkpoint, open_database
 from memkeeper.errors import DatabaseMissing
-from memkeeper.schema import COLD, HOT
+from memkeeper.storage.changelog import image_of
+from memkeeper.storage.schema import COLD, HOT
+from memkeeper.storage.sqlite import checkpoint, open_database
 
 SQL_CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
 

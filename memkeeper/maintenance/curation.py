@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from memkeeper.clock import to_db
-from memkeeper.store import MemoryStore
-from memkeeper.transitions import (
+from memkeeper.storage.transitions import (
     Transition,
     apply,
     cold_image,
@@ -23,6 +22,7 @@ from memkeeper.transitions import (
     supersede,
     with_changes,
 )
+from memkeeper.store import MemoryStore
 
 
 @dataclass

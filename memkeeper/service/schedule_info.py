@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from memkeeper.config import Config
 from memkeeper.records import JobRun
-from memkeeper.scheduler import JobTrigger
+from memkeeper.service.scheduler import JobTrigger
 
 
 def next_run_time(schedule: str, timezone: str, now: datetime) -> datetime:

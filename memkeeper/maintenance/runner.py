@@ -8,7 +8,7 @@ nothing at all), and never lets one job's failure stop the others.
 A job that fails for an operational reason (the LLM endpoint down, a full disk...) is logged
 as one line naming the cause; the traceback only at debug level (``-vv``). A job skipped for
 a reason outside it (no API key) is recorded as ``skipped`` with the reason; a skipped run
-covers its scheduled time like a successful one (see :mod:`memkeeper.scheduler`).
+covers its scheduled time like a successful one (see :mod:`memkeeper.service.scheduler`).
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ import structlog
 
 from memkeeper import logs
 from memkeeper.clock import to_db
-from memkeeper.db import immediate_transaction
 from memkeeper.errors import UnknownJob
-from memkeeper.forgetting import finish_interrupted
-from memkeeper.jobkit import JobContext, JobSkipped, PlannedChange, ProgressCallback
 from memkeeper.jobs import ORDER, REGISTRY
-from memkeeper.locks import jobs_lock
+from memkeeper.maintenance.jobkit import JobContext, JobSkipped, PlannedChange, ProgressCallback
+from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.storage.forgetting import finish_interrupted
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transitions import reconcile_now
 from memkeeper.store import MemoryStore
-from memkeeper.transitions import reconcile_now
 
 log = structlog.get_logger("memkeeper.runner")
 

@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memkeeper.db import immediate_transaction
 from memkeeper.errors import NotFound
-from memkeeper.jobkit import JobContext
-from memkeeper.locks import jobs_lock
+from memkeeper.maintenance.jobkit import JobContext
+from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.maintenance.runner import JobResult, new_run_id, record_run_end, record_run_start
 from memkeeper.records import Change
-from memkeeper.runner import JobResult, new_run_id, record_run_end, record_run_start
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transitions import Transition, apply, reconcile_now
 from memkeeper.store import MemoryStore
-from memkeeper.transitions import Transition, apply, reconcile_now
 
 UNDO_JOB = "undo"
 

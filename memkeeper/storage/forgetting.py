@@ -3,7 +3,7 @@
 Forgetting deletes the entries from the hot file and from cold storage, deletes every
 change-log row about them (their before/after images hold the content), and writes one
 tombstone row saying what was erased, when and by whom — ids and counts, never content.
-Then :mod:`memkeeper.scrub` makes sure no byte of an erased text is left in either file or
+Then :mod:`memkeeper.storage.scrub` makes sure no byte of an erased text is left in either file or
 its write-ahead log, including stale copies in the unused space of live pages.
 
 Forgetting something that is not there changes nothing and writes no tombstone.
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memkeeper import transitions
-from memkeeper.audit import change_row, insert_changes
 from memkeeper.clock import to_db
-from memkeeper.db import immediate_transaction
-from memkeeper.scrub import needles_of, scrub
-from memkeeper.storage import Storage, chunks, placeholders
-from memkeeper.transitions import reconcile
+from memkeeper.storage import transitions
+from memkeeper.storage.changelog import change_row, insert_changes
+from memkeeper.storage.files import Storage, chunks, placeholders
+from memkeeper.storage.scrub import needles_of, scrub
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transitions import reconcile
 
 _TEXT_FIELDS = ("key", "value", "source")
 
@@ -183,7 +183,7 @@ def erase(
 
 
 def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence[int]) -> None:
-    """Scrub both files (see :mod:`memkeeper.scrub`), then remove those ``pending_scrubs`` rows."""
+    """Scrub both files (see :mod:`~memkeeper.storage.scrub`), then drop those markers."""
     files = [(storage.hot, storage.hot_path)]
     cold = storage.cold(create=False)
     if cold is not None:

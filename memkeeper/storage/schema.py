@@ -22,7 +22,7 @@ from __future__ import annotations
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from memkeeper.db import KNOWN_KINDS, FileKind
+from memkeeper.storage.sqlite import KNOWN_KINDS, FileKind
 
 HOT_APPLICATION_ID = 0x4D4B4844  # "MKHD"
 COLD_APPLICATION_ID = 0x4D4B434C  # "MKCL"

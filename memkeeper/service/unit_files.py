@@ -399,7 +399,7 @@ def packaged_files() -> dict[str, str]:
     """The checked-in service files (path in the repository -> text), rendered for
     :data:`PACKAGED` and :data:`PACKAGED_LAUNCHD`. Regenerate them after a template change::
 
-        python -c "from memkeeper.service_files import write_packaged_files as w; w('.')"
+        python -c "from memkeeper.service.unit_files import write_packaged_files as w; w('.')"
     """
     return {
         f"systemd/{SERVICE_NAME}": render_service(PACKAGED),

@@ -3,9 +3,9 @@
 A job is a small module under ``jobs/`` (installed as ``memkeeper.jobs``) exposing a
 :class:`Job`: a name, a one-line description and a ``run(ctx)`` function. ``run`` decides
 *what* is due — selecting through an index, in batches — and hands each batch of
-:class:`~memkeeper.transitions.Transition` values to :meth:`JobContext.apply`. The context does
-the *how* through the one shared mechanism, so dry-run, the change log, explain and undo work
-the same for every job.
+:class:`~memkeeper.storage.transitions.Transition` values to :meth:`JobContext.apply`. The
+context does the *how* through the one shared mechanism, so dry-run, the change log, explain
+and undo work the same for every job.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from pydantic import BaseModel
 
-from memkeeper.audit import image_of
-from memkeeper.transitions import Outcome, Transition, apply
+from memkeeper.storage.changelog import image_of
+from memkeeper.storage.transitions import Outcome, Transition, apply
 
 if TYPE_CHECKING:
     from memkeeper.store import MemoryStore

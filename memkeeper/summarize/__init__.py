@@ -1,0 +1,1 @@
+"""Summarizing long conversation histories into notes (MemGPT-style), with an LLM."""
