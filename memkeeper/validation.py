@@ -40,6 +40,14 @@ def identifier(field: str, value: Any, *, max_chars: int, allow_empty: bool = Fa
     return value
 
 
+def owner(user_id: Any, namespace: Any, *, max_chars: int) -> tuple[str, str]:
+    """Whose memory: a user id and a namespace (the namespace may be empty)."""
+    return (
+        identifier("user_id", user_id, max_chars=max_chars),
+        identifier("namespace", namespace, max_chars=max_chars, allow_empty=True),
+    )
+
+
 def text(field: str, value: Any, *, max_bytes: int, allow_empty: bool = False) -> str:
     """A value, note, message or summary: UTF-8 text within the size limit."""
     if not isinstance(value, str):

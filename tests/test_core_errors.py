@@ -18,6 +18,7 @@ from memkeeper.clock import fixed
 from memkeeper.config import parse_config
 from memkeeper.errors import ConfigError, InvalidInput, MemkeeperError, StorageFull
 from memkeeper.maintenance.runner import run_once
+from memkeeper.store.core import StoreCore
 
 T0 = datetime(2026, 1, 1, 9, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -87,7 +88,7 @@ def test_a_recall_from_cold_racing_a_newer_remember_returns_the_newer_value(
     assert store.get(old.id).state == "cold"
     other = MemoryStore(db_path, clock=fixed(later + 31 * DAY))
     store.clock = fixed(later + 31 * DAY)
-    original = MemoryStore._apply
+    original = StoreCore.apply
     raced = []
 
     def racing_apply(self, transitions, verb):
@@ -95,7 +96,7 @@ def test_a_recall_from_cold_racing_a_newer_remember_returns_the_newer_value(
             raced.append(other.remember("u", "city", "Berlin"))  # another agent, just then
         return original(self, transitions, verb)
 
-    monkeypatch.setattr(MemoryStore, "_apply", racing_apply)
+    monkeypatch.setattr(StoreCore, "apply", racing_apply)
     recalled = store.recall("u", "city")
     assert raced and recalled.value == "Berlin" and recalled.id == raced[0].id
     assert store.get(old.id).state == "cold"  # the older value stays retired

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import files_containing
 
-import memkeeper.store
+import memkeeper.store.entries
 from memkeeper import MemoryStore
 from memkeeper.clock import fixed
 from memkeeper.maintenance import curation
@@ -41,7 +41,7 @@ def churned_store(
     Returns it with the markers of user u3's values (the ones a test then erases).
     """
     rnd = random.Random(seed)
-    monkeypatch.setattr(memkeeper.store, "new_memory_id", lambda: rnd.randbytes(8).hex())
+    monkeypatch.setattr(memkeeper.store.entries, "new_memory_id", lambda: rnd.randbytes(8).hex())
     now = [T0]
     store = MemoryStore(db_path, clock=lambda: now[0])
     secrets: list[bytes] = []

@@ -23,6 +23,7 @@ from memkeeper.storage.transitions import (
     with_changes,
 )
 from memkeeper.store import MemoryStore
+from memkeeper.store.entries import current_entry
 
 
 @dataclass
@@ -121,8 +122,8 @@ def restore(
         target = hot_image(with_changes(image, updated_at=stamp), "active", now)
         transitions = [Transition(memory_id, image, target, "restore", "restored by an operator")]
         if image["key"] is not None:
-            holder = store._current(
-                image["user_id"], image["namespace"], image["kind"], image["key"]
+            holder = current_entry(
+                store.storage, image["user_id"], image["namespace"], image["kind"], image["key"]
             )
             if holder is not None:
                 transitions.insert(

@@ -34,6 +34,7 @@ from memkeeper.records import Change
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Transition, apply, reconcile_now
 from memkeeper.store import MemoryStore
+from memkeeper.store.entries import current_entry
 
 UNDO_JOB = "undo"
 
@@ -125,7 +126,9 @@ def _key_conflict(store: MemoryStore, change: Change) -> str | None:
     before = change.before
     if not before or before["key"] is None or before["state"] not in ("active", "pending_review"):
         return None
-    holder = store._current(before["user_id"], before["namespace"], before["kind"], before["key"])
+    holder = current_entry(
+        store.storage, before["user_id"], before["namespace"], before["kind"], before["key"]
+    )
     if holder is not None and holder["id"] != change.memory_id:
         return f"key {before['key']!r} now has another current value ({holder['id']})"
     return None

@@ -1,0 +1,52 @@
+"""Forgetting at a user's request: one key, one entry, or everything about a user.
+
+These only check the input and say what to erase; the erasure itself — hot and cold rows,
+their change-log rows, a content-free tombstone, and the scrub that leaves no byte of the
+erased text in either file — is :func:`memkeeper.storage.forgetting.erase`. An erasure
+cannot be undone: the change-log rows that could restore an entry are erased with it.
+"""
+
+from __future__ import annotations
+
+from memkeeper import validation
+from memkeeper.storage.forgetting import Selection, erase
+from memkeeper.store.core import StoreCore
+
+
+def forget(core: StoreCore, user_id: str, key: str, *, namespace: str) -> int:
+    """Erase every value ``key`` ever had for the user (hot, cold, log). Returns how many."""
+    user_id, namespace = core.owner(user_id, namespace)
+    key = core.key(key)
+    counts = erase(
+        core.storage,
+        Selection(user_id=user_id, namespace=namespace, key=key),
+        actor=f"{core.actor}:forget",
+        now=core.now(),
+        reason="erased every value of one key at the user's request",
+    )
+    return counts["memories"]
+
+
+def forget_memory(core: StoreCore, memory_id: str) -> int:
+    """Erase one entry (a note, say) by id, with its history. Returns 1, or 0 if absent."""
+    core.lookup(("memory_id", memory_id))
+    counts = erase(
+        core.storage,
+        Selection(memory_id=memory_id),
+        actor=f"{core.actor}:forget",
+        now=core.now(),
+        reason="erased one entry at the user's request",
+    )
+    return counts["memories"]
+
+
+def forget_user(core: StoreCore, user_id: str) -> dict[str, int]:
+    """Erase everything about a user: memories, messages, episodes, their log rows."""
+    user_id = validation.identifier("user_id", user_id, max_chars=core.config.limits.max_key_chars)
+    return erase(
+        core.storage,
+        Selection(user_id=user_id),
+        actor=f"{core.actor}:forget_user",
+        now=core.now(),
+        reason="erased everything about the user at their request",
+    )

@@ -1,0 +1,217 @@
+"""Applying a checked import: each entry created, recognised as present, or left alone.
+
+The entries come from :mod:`memkeeper.store.import_check`, already validated. They are
+written in batches of ``[database] batch_size``, each in one write transaction, through the
+shared transition mechanism (actor ``cli:import``), so every imported entry is logged like
+any other change. What is already there is recognised and skipped, not re-confirmed, so
+importing a file twice changes nothing; an id stored with other content is left alone and
+reported as a conflict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memkeeper.clock import to_db
+from memkeeper.storage.files import batched
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transitions import Image, Transition, apply, hot_image, supersede
+from memkeeper.store import MemoryStore
+from memkeeper.store.entries import (
+    DEFAULT_CONFIDENCE,
+    current_entry,
+    new_entry_image,
+    remember_plan,
+)
+from memkeeper.store.import_check import AgentEntry
+
+
+@dataclass
+class ImportReport:
+    """What an import did: entries created, already present, and conflicts left alone."""
+
+    format: str
+    created: int = 0
+    unchanged: int = 0
+    superseded: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    filtered_out: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as the CLI prints it (``conflicting`` counts the conflicts)."""
+        return {
+            "format": self.format,
+            "created": self.created,
+            "unchanged": self.unchanged,
+            "superseded": self.superseded,
+            "conflicting": len(self.conflicts),
+            "conflicts": self.conflicts,
+            "filtered_out": self.filtered_out,
+        }
+
+
+def _note_exists(store: MemoryStore, user_id: str, namespace: str, entry: AgentEntry) -> bool:
+    params = [user_id, namespace, entry.value]
+    where = "user_id = ? AND namespace = ? AND kind = 'note' AND value = ?"
+    if entry.created_at is not None:
+        where += " AND created_at = ?"
+        params.append(to_db(entry.created_at))
+    if next(iter(store.storage.hot.query(f"SELECT 1 FROM memories WHERE {where}", params)), None):
+        return True
+    cold = store.storage.cold(create=False)
+    return cold is not None and bool(
+        next(iter(cold.query(f"SELECT 1 FROM cold_memories WHERE {where}", params)), None)
+    )
+
+
+def import_agent_json(
+    store: MemoryStore, entries: list[AgentEntry], user_id: str, namespace: str, source: str
+) -> ImportReport:
+    """Import an agent_memory.json's facts and notes for one user.
+
+    A fact is remembered as :meth:`~memkeeper.store.MemoryStore.remember` would, except that
+    a value already current is left as it is (not re-confirmed); a note already stored with
+    the same text and time is skipped.
+    """
+    report = ImportReport("agent-json")
+    for batch in batched(entries, store.config.database.batch_size):
+        with store.storage.lock, immediate_transaction(store.storage.hot):
+            now = store.now()
+            for entry in batch:
+                if entry.kind == "note":
+                    if _note_exists(store, user_id, namespace, entry):
+                        report.unchanged += 1
+                        continue
+                    image = new_entry_image(
+                        user_id=user_id,
+                        namespace=namespace,
+                        kind="note",
+                        key=None,
+                        value=entry.value,
+                        source=source,
+                        confidence=DEFAULT_CONFIDENCE,
+                        pinned=False,
+                        ttl_days=None,
+                        now=now,
+                        created_at=entry.created_at,
+                    )
+                    apply(
+                        store.storage,
+                        [
+                            Transition(
+                                image["id"], None, image, "create", f"imported ({entry.where})"
+                            )
+                        ],
+                        actor="cli:import",
+                        now=now,
+                    )
+                    report.created += 1
+                    continue
+                assert entry.key is not None
+                current = current_entry(store.storage, user_id, namespace, "fact", entry.key)
+                if current is not None and current["value"] == entry.value:
+                    report.unchanged += 1
+                    continue
+                transitions, _ = remember_plan(
+                    store.storage,
+                    user_id,
+                    namespace,
+                    "fact",
+                    entry.key,
+                    entry.value,
+                    confidence=DEFAULT_CONFIDENCE,
+                    source=source,
+                    pinned=None,
+                    ttl_days=None,
+                    now=now,
+                )
+                apply(store.storage, transitions, actor="cli:import", now=now)
+                report.created += 1
+                report.superseded += int(current is not None)
+    return report
+
+
+def import_jsonl(store: MemoryStore, records: list[tuple[int, Image]], path: Path) -> ImportReport:
+    """Import the lines of a JSON Lines export, each entry with its own id and every field.
+
+    A line whose id is stored is counted as unchanged (same content) or a conflict. A line
+    that would be current for a key that already has a current value is skipped if the value
+    is the same, else stored superseded if it is the older of the two, else supersedes it.
+    """
+    report = ImportReport("jsonl")
+    hot_lines = [(n, image) for n, image in records if image["state"] != "cold"]
+    cold_lines = [(n, image) for n, image in records if image["state"] == "cold"]
+    for batch in batched(hot_lines, store.config.database.batch_size):
+        with store.storage.lock, immediate_transaction(store.storage.hot):
+            now = store.now()
+            existing = store.storage.current_images([image["id"] for _, image in batch])
+            for number, image in batch:
+                reason = f"imported from {path.name} line {number}"
+                if image["id"] in existing:
+                    _count_existing(report, existing[image["id"]], image, number)
+                    continue
+                transitions = [Transition(image["id"], None, image, "create", reason)]
+                current = None
+                if image["key"] is not None and image["state"] in ("active", "pending_review"):
+                    current = current_entry(
+                        store.storage,
+                        image["user_id"],
+                        image["namespace"],
+                        image["kind"],
+                        image["key"],
+                    )
+                if current is not None:
+                    if current["value"] == image["value"]:
+                        report.unchanged += 1
+                        continue
+                    report.superseded += 1
+                    if current["updated_at"] >= image["updated_at"]:
+                        transitions = [
+                            Transition(
+                                image["id"],
+                                None,
+                                hot_image(image, "superseded", now),
+                                "create",
+                                reason + " (older than current)",
+                            )
+                        ]
+                    else:
+                        transitions.insert(
+                            0,
+                            supersede(
+                                current, image["id"], now, f"replaced by imported {image['id']}"
+                            ),
+                        )
+                apply(store.storage, transitions, actor="cli:import", now=now)
+                report.created += 1
+    for batch in batched(cold_lines, store.config.database.batch_size):
+        existing = store.storage.current_images([image["id"] for _, image in batch])
+        transitions = []
+        for number, image in batch:
+            if image["id"] in existing:
+                _count_existing(report, existing[image["id"]], image, number)
+                continue
+            transitions.append(
+                Transition(
+                    image["id"], None, image, "create", f"imported from {path.name} line {number}"
+                )
+            )
+        outcomes = apply(store.storage, transitions, actor="cli:import", now=store.now())
+        report.created += sum(outcome.applied for outcome in outcomes)
+        for outcome in outcomes:
+            if not outcome.applied:  # stored meanwhile by another process
+                report.conflicts.append(
+                    f"id {outcome.transition.memory_id} was stored meanwhile; left as it is"
+                )
+    return report
+
+
+def _count_existing(report: ImportReport, stored: Image, image: Image, number: int) -> None:
+    if stored == image:
+        report.unchanged += 1
+    else:
+        report.conflicts.append(
+            f"line {number}: id {image['id']} exists with different content; left as it is"
+        )

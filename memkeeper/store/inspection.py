@@ -1,0 +1,130 @@
+"""Inspecting the store: the change log, one memory's life story, job runs and a status.
+
+Read-only views for operators (``memkeeper log``, ``explain``, ``runs``, ``status``). The
+change log is queried through :mod:`memkeeper.audit.log` and told as a story by
+:mod:`memkeeper.audit.explain`; nothing here changes a row.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from memkeeper.audit.explain import explain as render_explanation
+from memkeeper.audit.log import query_changes
+from memkeeper.errors import NotFound
+from memkeeper.records import Change, JobRun
+from memkeeper.store.core import StoreCore
+from memkeeper.store.listing import get
+
+
+def changes(
+    core: StoreCore,
+    *,
+    memory_id: str | None,
+    run_id: str | None,
+    user_id: str | None,
+    namespace: str | None,
+    action: str | None,
+    limit: int | None,
+    newest_first: bool,
+) -> list[Change]:
+    """Change-log rows matching every given filter (None = any)."""
+    filters = {
+        "memory_id": memory_id,
+        "run_id": run_id,
+        "user_id": user_id,
+        "namespace": namespace,
+        "action": action,
+    }
+    core.lookup(*filters.items())
+    with core.storage.lock:
+        return query_changes(
+            core.storage.hot,
+            filters,
+            limit=core.limit(limit) if limit is not None else None,
+            newest_first=newest_first,
+        )
+
+
+def explain(core: StoreCore, memory_id: str) -> str:
+    """One memory's whole life in plain words; for an erased one, its tombstone."""
+    memory = get(core, memory_id)
+    found = changes(
+        core,
+        memory_id=memory_id,
+        run_id=None,
+        user_id=None,
+        namespace=None,
+        action=None,
+        limit=None,
+        newest_first=False,
+    )
+    if memory is None and not found:
+        with core.storage.lock:
+            tombstones = [
+                change
+                for change in query_changes(core.storage.hot, {"action": "forget"})
+                if memory_id in change.details.get("memory_ids", [])
+            ]
+        if not tombstones:
+            raise NotFound(f"no memory with id {memory_id!r}, and none was ever erased")
+        found = tombstones
+    return render_explanation(memory, found, memory_id)
+
+
+def job_runs(core: StoreCore, *, job: str | None, limit: int) -> list[JobRun]:
+    """Recent job runs, newest first."""
+    sql = "SELECT * FROM job_runs"
+    params: list[Any] = []
+    if job is not None:
+        sql += " WHERE job = ?"
+        params.append(job)
+    sql += " ORDER BY started_at DESC, run_id DESC LIMIT ?"
+    params.append(core.limit(limit))
+    with core.storage.lock:
+        return [JobRun.from_row(row) for row in core.storage.hot.query(sql, params)]
+
+
+def status(core: StoreCore) -> dict[str, Any]:
+    """Counts per state and kind, the files and their sizes, and the last run of each job."""
+    storage = core.storage
+    with storage.lock:
+        counts: dict[str, dict[str, int]] = {}
+        for row in storage.hot.query(
+            "SELECT state, kind, count(*) AS n FROM memories GROUP BY state, kind"
+        ):
+            counts.setdefault(row["state"], {})[row["kind"]] = row["n"]
+        cold = storage.cold(create=False)
+        if cold is not None:
+            for row in cold.query("SELECT kind, count(*) AS n FROM cold_memories GROUP BY kind"):
+                counts.setdefault("cold", {})[row["kind"]] = row["n"]
+        messages = storage.hot.execute(
+            "SELECT count(*), count(*) - count(summarized_at) FROM messages"
+        ).fetchone()
+        episodes = storage.hot.execute("SELECT count(*) FROM episodes").fetchone()[0]
+        last_runs = {
+            row["job"]: JobRun.from_row(row)
+            for row in storage.hot.query(
+                "SELECT * FROM job_runs WHERE started_at = (SELECT max(started_at) FROM"
+                " job_runs AS newest WHERE newest.job = job_runs.job) ORDER BY job"
+            )
+        }
+    return {
+        "counts": counts,
+        "messages": {"total": messages[0], "unsummarized": messages[1]},
+        "episodes": episodes,
+        "files": {
+            "hot": _file_sizes(storage.hot_path),
+            "cold": _file_sizes(storage.cold_path),
+        },
+        "last_runs": last_runs,
+    }
+
+
+def _file_sizes(path: Path) -> dict[str, Any]:
+    sizes = {}
+    for suffix in ("", "-wal"):
+        candidate = Path(f"{path}{suffix}")
+        sizes[suffix.lstrip("-") or "db"] = candidate.stat().st_size if candidate.exists() else None
+    return {"path": str(path), "bytes": sizes}

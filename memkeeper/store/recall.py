@@ -1,0 +1,137 @@
+"""Recall: the current value of a key, marked as used.
+
+Recalling is a logged change, not a plain read: the entry's use is recorded (action
+``recall``), a pending-review entry is renewed to active (``renew``) and an entry found only
+in cold storage is brought back (``restore``), so the change log holds an entry's complete
+history and the expiry jobs keep what agents actually use. On a database that cannot be
+written the value is still returned, read without marking, and a warning says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from memkeeper import validation
+from memkeeper.errors import StorageUnwritable
+from memkeeper.records import KEYED_KINDS, Memory
+from memkeeper.storage.changelog import image_of
+from memkeeper.storage.files import placeholders
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transitions import Transition, hot_image, used_image
+from memkeeper.store.core import StoreCore
+
+log = structlog.get_logger("memkeeper.store")
+
+
+def recall(
+    core: StoreCore, user_id: str, key: str, *, namespace: str, kind: str | None
+) -> Memory | None:
+    """The current value of ``key`` (None when absent), marked as used."""
+    user_id, namespace = core.owner(user_id, namespace)
+    key = core.key(key)
+    kinds = KEYED_KINDS if kind is None else (validation.kind(kind),)
+    try:
+        return _recall_and_mark(core, user_id, namespace, key, kinds)
+    except StorageUnwritable as exc:
+        # A read-only (or full) database still answers; only the use goes unrecorded.
+        memory = _peek(core, user_id, namespace, key, kinds)
+        if memory is not None:
+            log.warning(
+                "recalled, but its use could not be recorded",
+                memory_id=memory.id,
+                cause=str(exc),
+            )
+        return memory
+
+
+def _peek(
+    core: StoreCore, user_id: str, namespace: str, key: str, kinds: Sequence[str]
+) -> Memory | None:
+    """The value ``recall`` would return, read without marking anything."""
+    sql = (
+        f" WHERE user_id = ? AND namespace = ? AND key = ? AND kind IN ({placeholders(len(kinds))})"
+    )
+    params = [user_id, namespace, key, *kinds]
+    storage = core.storage
+    with storage.lock:
+        rows = list(
+            storage.hot.query(
+                f"SELECT * FROM memories{sql} AND state IN ('active', 'pending_review')"
+                " ORDER BY last_used_at DESC LIMIT 1",
+                params,
+            )
+        )
+        cold = storage.cold(create=False)
+        if not rows and cold is not None:
+            rows = list(
+                cold.query(
+                    f"SELECT * FROM cold_memories{sql}"
+                    " ORDER BY cold_reason = 'superseded', updated_at DESC LIMIT 1",
+                    params,
+                )
+            )
+    return Memory.from_image(image_of(rows[0])) if rows else None
+
+
+def _recall_and_mark(
+    core: StoreCore, user_id: str, namespace: str, key: str, kinds: Sequence[str]
+) -> Memory | None:
+    storage = core.storage
+    with storage.lock:
+        with immediate_transaction(storage.hot):
+            now = core.now()
+            rows = storage.hot.query(
+                "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND key = ?"
+                f" AND kind IN ({placeholders(len(kinds))})"
+                " AND state IN ('active', 'pending_review') ORDER BY last_used_at DESC",
+                [user_id, namespace, key, *kinds],
+            )
+            found = next(iter(rows), None)
+            if found is not None:
+                image = image_of(found)
+                target = used_image(image, now)
+                if image["state"] == "pending_review":
+                    transition = Transition(
+                        image["id"],
+                        image,
+                        hot_image(target, "active", now),
+                        "renew",
+                        "recalled while pending review",
+                    )
+                else:
+                    transition = Transition(image["id"], image, target, "recall", "recalled")
+                core.apply([transition], "recall")
+                return Memory.from_image(transition.target)  # type: ignore[arg-type]
+        return _recall_from_cold(core, user_id, namespace, key, kinds)
+
+
+def _recall_from_cold(
+    core: StoreCore, user_id: str, namespace: str, key: str, kinds: Sequence[str]
+) -> Memory | None:
+    cold = core.storage.cold(create=False)
+    if cold is None:
+        return None
+    # Prefer the value that was current when it was retired over superseded ones.
+    rows = cold.query(
+        "SELECT * FROM cold_memories WHERE user_id = ? AND namespace = ? AND key = ?"
+        f" AND kind IN ({placeholders(len(kinds))})"
+        " ORDER BY cold_reason = 'superseded', updated_at DESC LIMIT 1",
+        [user_id, namespace, key, *kinds],
+    )
+    found = next(iter(rows), None)
+    if found is None:
+        return None
+    image = image_of(found)
+    now = core.now()
+    target = used_image(hot_image(image, "active", now), now)
+    outcome = core.apply(
+        [Transition(image["id"], image, target, "restore", "recalled from cold storage")],
+        "recall",
+    )[0]
+    if not outcome.applied:
+        # Someone else moved it meanwhile, or made a newer value current (the newer write
+        # wins): look again.
+        return _recall_and_mark(core, user_id, namespace, key, kinds)
+    return Memory.from_image(target)
