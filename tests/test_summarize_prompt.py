@@ -10,23 +10,11 @@ import json
 import pytest
 
 from memkeeper.llm import LlmAnswer, SummaryRejected
-from memkeeper.summarize.prompt import (
-    SourceMessage,
-    check_summary,
-    defuse,
-    detect_language,
-    estimate_tokens,
-    fold_cost,
-    fold_groups,
-    fold_prompt,
-    pack,
-    plan_summary,
-    prompt_tokens,
-    segment_prompt,
-    segments_of,
-    split_to_tokens,
-    update_prompt,
-)
+from memkeeper.summarize.gate import check_summary
+from memkeeper.summarize.plan import fold_cost, fold_groups, plan_summary
+from memkeeper.summarize.prompt import fold_prompt, prompt_tokens, segment_prompt, update_prompt
+from memkeeper.summarize.tokens import detect_language, estimate_tokens, split_to_tokens
+from memkeeper.summarize.transcript import SourceMessage, defuse, pack, segments_of
 
 WHEN = "2026-01-01T09:00:00.000000+00:00"
 

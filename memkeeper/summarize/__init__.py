@@ -1,1 +1,20 @@
-"""Summarizing long conversation histories into notes (MemGPT-style), with an LLM."""
+"""Summarizing long conversation histories into notes (MemGPT-style), with an LLM.
+
+The job (``jobs/summarize.py``, installed as ``memkeeper.jobs.summarize``) is a thin
+``run(ctx)``; its machinery is here, one concern per module:
+
+* pure text work, no database and no network: :mod:`~memkeeper.summarize.tokens` (token
+  estimates, the conversation's language), :mod:`~memkeeper.summarize.transcript` (messages
+  as defused transcript entries, packed into chunks), :mod:`~memkeeper.summarize.prompt` (the
+  prompts), :mod:`~memkeeper.summarize.plan` (one call, or chunks and folds, within the
+  budget left) and :mod:`~memkeeper.summarize.gate` (the quality gate);
+* the run: :mod:`~memkeeper.summarize.session` (which sessions are due, what they hold),
+  :mod:`~memkeeper.summarize.budget` (the run's caps on calls and tokens),
+  :mod:`~memkeeper.summarize.summarizer` (one session: read, plan, call, check),
+  :mod:`~memkeeper.summarize.commit` (the one transaction that writes a summary),
+  :mod:`~memkeeper.summarize.job` (the pools, the counting, the errors),
+  :mod:`~memkeeper.summarize.preview` (the dry run) and
+  :mod:`~memkeeper.summarize.retention` (deleting long-summarized messages).
+
+This package imports nothing eagerly; the LLM SDK loads only when a run creates its client.
+"""
