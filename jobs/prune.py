@@ -9,10 +9,11 @@ but are never pruned). Each pruned entry's change-log row records its score and 
 from __future__ import annotations
 
 from memkeeper.config import PruneJob
-from memkeeper.maintenance.jobkit import Job, JobContext, batched
+from memkeeper.maintenance.jobkit import Job, JobContext
 from memkeeper.records import Memory
 from memkeeper.scoring import rank_key, retention_score
 from memkeeper.storage.changelog import image_of
+from memkeeper.storage.files import batched
 from memkeeper.storage.transitions import Transition, cold_image
 
 _OVER_CAP = (

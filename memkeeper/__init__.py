@@ -3,9 +3,29 @@
 Agents write facts, preferences, notes, episodes and conversation histories through
 :class:`MemoryStore`; the maintenance jobs (``memkeeper run`` / ``run-once``, or
 :func:`run_once`) keep that memory healthy on a schedule.
+
+Importing this package loads neither the scheduler (APScheduler) nor the LLM SDK (zhipuai,
+httpx): they load only where they are used.
 """
 
-from memkeeper.errors import MemkeeperError
+from memkeeper.errors import (
+    ConfigError,
+    DatabaseError,
+    DatabaseMissing,
+    ImportFileError,
+    InputFileMissing,
+    InvalidInput,
+    InvalidTime,
+    JobFailed,
+    LockBusy,
+    MemkeeperError,
+    NotFound,
+    StorageFull,
+    StorageUnwritable,
+    UnknownJob,
+    WriteConflict,
+)
+from memkeeper.maintenance.runner import RunReport, run_once
 from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message
 from memkeeper.store import MemoryStore
 
@@ -13,12 +33,28 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Change",
+    "ConfigError",
     "Context",
+    "DatabaseError",
+    "DatabaseMissing",
     "Episode",
+    "ImportFileError",
+    "InputFileMissing",
+    "InvalidInput",
+    "InvalidTime",
+    "JobFailed",
     "JobRun",
+    "LockBusy",
     "MemkeeperError",
     "Memory",
     "MemoryStore",
     "Message",
+    "NotFound",
+    "RunReport",
+    "StorageFull",
+    "StorageUnwritable",
+    "UnknownJob",
+    "WriteConflict",
     "__version__",
+    "run_once",
 ]

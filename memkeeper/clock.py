@@ -11,7 +11,7 @@ string order is time order and indexes on time columns work with plain ``<`` com
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from memkeeper.errors import InvalidTime
 
@@ -60,31 +60,43 @@ USER_TIME_RANGE_TEXT = "memkeeper takes times from 1970-01-01 to 2999-12-31"
 """How :data:`USER_TIME_RANGE` reads in an error message."""
 
 
-def parse_user_time(text: str) -> datetime:
-    """Parse a time typed by a person (``--now``, ``MEMKEEPER_NOW``, import files).
+def parse_time(text: str, *, naive: tzinfo | None, what: str = "") -> datetime:
+    """Parse an ISO-8601 time someone wrote (``--now``, an import file) into aware UTC.
 
-    Accepts ISO-8601 dates and date-times; ``Z`` and offsets are honoured, and a time
-    without an offset is taken as UTC (documented: memkeeper never guesses a local zone).
-    Empty text and times outside :data:`USER_TIME_RANGE` raise InvalidTime naming the value.
+    ``Z`` and offsets are honoured. A time without an offset is taken in ``naive`` (UTC for
+    ``--now``; the import's ``--timezone`` for agent notes), or refused when ``naive`` is
+    None (JSON Lines exports always carry one). Empty text and times outside
+    :data:`USER_TIME_RANGE` raise InvalidTime naming the value (and ``what``, if given).
     """
+    label = f"{what} " if what else ""
     raw = text.strip()
     shown = repr(text if len(text) <= 64 else text[:64] + "…")
     if not raw:
         raise InvalidTime(
-            f"empty time {shown}; expected ISO-8601 such as 2027-03-01 or 2027-03-01T12:00:00Z"
+            f"empty time {label}{shown}; expected ISO-8601 such as 2027-03-01 or "
+            "2027-03-01T12:00:00Z"
         )
     try:
         parsed = datetime.fromisoformat(raw.replace("z", "Z"))
     except ValueError:
         raise InvalidTime(
-            f"{shown} is not an ISO-8601 time; expected e.g. 2027-03-01 or 2027-03-01T12:00:00Z"
+            f"{label}{shown} is not an ISO-8601 time; expected e.g. 2027-03-01 or "
+            "2027-03-01T12:00:00Z"
         ) from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
+        if naive is None:
+            raise InvalidTime(f"{what or 'the time'} has no timezone")
+        parsed = parsed.replace(tzinfo=naive)
     utc = within_user_range(parsed)
     if utc is None:
-        raise InvalidTime(f"{shown} is out of range: {USER_TIME_RANGE_TEXT}")
+        raise InvalidTime(f"{label}{shown} is out of range: {USER_TIME_RANGE_TEXT}")
     return utc
+
+
+def parse_user_time(text: str) -> datetime:
+    """A time typed by a person (``--now``, ``MEMKEEPER_NOW``): no offset means UTC
+    (documented: memkeeper never guesses a local zone)."""
+    return parse_time(text, naive=UTC)
 
 
 def within_user_range(moment: datetime) -> datetime | None:

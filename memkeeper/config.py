@@ -219,6 +219,13 @@ class SummarizeJob(_Job):
         return self
 
 
+JOB_ORDER: tuple[str, ...] = ("settle", "expire", "demote", "prune", "summarize")
+"""The maintenance jobs, in the documented order ``run-once`` runs them: settle the grey
+period first, then expiry and demotion, then the per-user cap (which counts what the others
+left), then summarization (the slowest, and the only one that calls out). Each has its
+section below; the job registry (:mod:`memkeeper.jobs`) must match (a test checks it)."""
+
+
 class JobsSection(_Section):
     expire: ExpireJob = Field(default_factory=ExpireJob, description="TTL expiry and review.")
     demote: DemoteJob = Field(

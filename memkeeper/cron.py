@@ -13,8 +13,10 @@ them; such a schedule is refused rather than silently meaning something else.
 from __future__ import annotations
 
 from datetime import tzinfo
+from typing import TYPE_CHECKING
 
-from apscheduler.triggers.cron import CronTrigger
+if TYPE_CHECKING:  # APScheduler loads only when a trigger is built (the service, status)
+    from apscheduler.triggers.cron import CronTrigger
 
 _DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _ALIASES = {
@@ -95,6 +97,8 @@ def to_apscheduler_crontab(expr: str) -> str:
 def parse_schedule(expr: str, timezone: tzinfo | str) -> CronTrigger:
     """Build the APScheduler trigger for a cron expression in the given timezone."""
     translated = to_apscheduler_crontab(expr)
+    from apscheduler.triggers.cron import CronTrigger
+
     try:
         return CronTrigger.from_crontab(translated, timezone=timezone)
     except ValueError as exc:

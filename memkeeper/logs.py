@@ -116,6 +116,10 @@ def use_json(stream: TextIO, requested: str) -> bool:
     return not (isatty and isatty())
 
 
+class _MemkeeperHandler(logging.StreamHandler):
+    """The handler :func:`configure` installs, so configuring again replaces it."""
+
+
 def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
     """Set up structlog and stdlib logging for this process (safe to call again)."""
     stream = stream or sys.stderr
@@ -150,13 +154,12 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         foreign_pre_chain=[*shared, _drop_formatter_leftovers],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
     )
-    handler = logging.StreamHandler(stream)
+    handler = _MemkeeperHandler(stream)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for existing in list(root.handlers):
-        if getattr(existing, "_memkeeper", False):
+        if isinstance(existing, _MemkeeperHandler):
             root.removeHandler(existing)
-    handler._memkeeper = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level.upper())
     # Chatty libraries: their INFO lines are noise for an operator unless debugging.

@@ -7,7 +7,8 @@ never through a record. Every time on a record is a timezone-aware UTC datetime.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -32,8 +33,39 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _json_or(empty: Any) -> Callable[[Any], Any]:
+    return lambda text: json.loads(text) if text else empty
+
+
+# How a stored column becomes a field, by the field's declared type (a string: annotations
+# are postponed). Fields of any other type are taken as stored.
+_FROM_STORED: dict[str, Callable[[Any], Any]] = {
+    "datetime": from_db,
+    "datetime | None": from_db,
+    "dict[str, Any]": _json_or({}),
+    "dict[str, Any] | None": _json_or(None),
+    "bool": bool,
+    "int": int,
+    "float": float,
+}
+
+
 class _Record:
-    """Shared helpers: a JSON-ready dict of the record."""
+    """Shared helpers: building a record from a stored row, and a JSON-ready dict of it."""
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Any:
+        """Build the record from a stored row (a column missing from the row: the default)."""
+        values: dict[str, Any] = {}
+        for spec in fields(cls):  # type: ignore[arg-type]
+            try:
+                stored = row[spec.name]
+            except (KeyError, IndexError):
+                continue  # optional column (a hot row has no cold_reason): keep the default
+            convert = _FROM_STORED.get(str(spec.type))
+            keeps_none = stored is None and not str(spec.type).startswith("dict")
+            values[spec.name] = stored if convert is None or keeps_none else convert(stored)
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))  # type: ignore[call-overload]
@@ -96,28 +128,9 @@ class Memory(_Record):
         return image
 
     @classmethod
-    def from_image(cls, image: dict[str, Any]) -> Memory:
+    def from_image(cls, image: Mapping[str, Any]) -> Memory:
         """Build a record from a stored row / change-log image."""
-        return cls(
-            id=image["id"],
-            user_id=image["user_id"],
-            namespace=image["namespace"],
-            kind=image["kind"],
-            key=image["key"],
-            value=image["value"],
-            source=image["source"],
-            confidence=float(image["confidence"]),
-            state=image["state"],
-            pinned=bool(image["pinned"]),
-            ttl_days=image["ttl_days"],
-            created_at=from_db(image["created_at"]),  # type: ignore[arg-type]
-            updated_at=from_db(image["updated_at"]),  # type: ignore[arg-type]
-            last_accessed_at=from_db(image["last_accessed_at"]),
-            access_count=int(image["access_count"]),
-            state_since=from_db(image["state_since"]),  # type: ignore[arg-type]
-            cold_reason=image.get("cold_reason"),
-            retired_at=from_db(image.get("retired_at")),
-        )
+        return cls.from_row(image)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,20 +147,6 @@ class Message(_Record):
     summarized_at: datetime | None = None
     summary_id: str | None = None
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Message:
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            namespace=row["namespace"],
-            session_id=row["session_id"],
-            role=row["role"],
-            content=row["content"],
-            created_at=from_db(row["created_at"]),  # type: ignore[arg-type]
-            summarized_at=from_db(row["summarized_at"]),
-            summary_id=row["summary_id"],
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Episode(_Record):
@@ -162,20 +161,6 @@ class Episode(_Record):
     user_feedback: str
     status: str
     created_at: datetime
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Episode:
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            namespace=row["namespace"],
-            task_name=row["task_name"],
-            input_summary=row["input_summary"],
-            output_summary=row["output_summary"],
-            user_feedback=row["user_feedback"],
-            status=row["status"],
-            created_at=from_db(row["created_at"]),  # type: ignore[arg-type]
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,24 +181,6 @@ class Change(_Record):
     after: dict[str, Any] | None
     details: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Change:
-        return cls(
-            id=row["id"],
-            at=from_db(row["at"]),  # type: ignore[arg-type]
-            actor=row["actor"],
-            run_id=row["run_id"],
-            action=row["action"],
-            memory_id=row["memory_id"],
-            user_id=row["user_id"],
-            namespace=row["namespace"],
-            reason=row["reason"],
-            source=row["source"],
-            before=json.loads(row["before"]) if row["before"] else None,
-            after=json.loads(row["after"]) if row["after"] else None,
-            details=json.loads(row["details"]) if row["details"] else {},
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class JobRun(_Record):
@@ -228,20 +195,6 @@ class JobRun(_Record):
     counts: dict[str, Any]
     error: str | None
     dry_run: bool
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> JobRun:
-        return cls(
-            run_id=row["run_id"],
-            job=row["job"],
-            trigger=row["trigger"],
-            started_at=from_db(row["started_at"]),  # type: ignore[arg-type]
-            finished_at=from_db(row["finished_at"]),
-            status=row["status"],
-            counts=json.loads(row["counts"]) if row["counts"] else {},
-            error=row["error"],
-            dry_run=bool(row["dry_run"]),
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,9 @@ from memkeeper import MemoryStore
 from memkeeper.cli import main
 from memkeeper.config import Config
 from memkeeper.errors import EXIT_BUSY, LockBusy
-from memkeeper.maintenance.locks import daemon_lock, jobs_lock, lock_path
+from memkeeper.maintenance.locks import daemon_lock, jobs_lock, lock_path, service_state
 from memkeeper.maintenance.runner import run_job
-from memkeeper.service.daemon import Daemon, service_state
+from memkeeper.service.daemon import Daemon
 from memkeeper.service.scheduler import ServiceJobs
 
 HOLDER = """

@@ -21,6 +21,7 @@ second step, to show that forward migration keeps rows and a failing step change
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ from memkeeper.storage.sqlite import FileKind, open_database
 
 def step_names(kind: FileKind) -> list[str]:
     """The names of a file kind's schema steps, in order."""
-    return [migration.name for migration in kind.migrations._migrations]
+    return list(kind.steps)
 
 
 def build_at_step(path: Path, kind: FileKind, last_step: str) -> Database:
@@ -171,7 +172,7 @@ def _with_extra_step(kind: FileKind, name: str, step) -> FileKind:
     for migration in kind.migrations._migrations:
         future(name=migration.name)(migration.fn)
     future(name=name)(step)
-    return FileKind(kind.role, kind.application_id, future)
+    return replace(kind, migrations=future, steps=(*kind.steps, name))
 
 
 def test_a_future_step_migrates_an_older_file_forward(tmp_path: Path) -> None:

@@ -26,19 +26,17 @@ from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.maintenance.runner import ABANDONED_ERROR
 from memkeeper.service.scheduler import (
     CATCH_UP_JOB_ID,
-    JobTrigger,
     ServiceJobs,
     add_catch_up,
     build_scheduler,
     due_for_catch_up,
     due_jobs,
-    job_triggers,
     last_successes,
     mark_abandoned_runs,
-    previous_fire_time,
     run_due,
     schedule_jobs,
 )
+from memkeeper.service.triggers import JobTrigger, job_triggers, previous_fire_time
 
 # Default schedules (UTC): settle 03:15 daily, expire 03:00 daily, demote 04:00 on the 1st,
 # prune 03:30 daily, summarize hourly.

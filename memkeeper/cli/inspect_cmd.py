@@ -10,8 +10,8 @@ from memkeeper.audit.explain import ACTION_VERBS, describe_change
 from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json
 from memkeeper.cli.render import VALUE_LIMIT, memory_label, memory_table, owner, shown, shown_lines
 from memkeeper.errors import NotFound
+from memkeeper.maintenance.locks import service_state
 from memkeeper.records import KINDS, STATES, Change
-from memkeeper.service.daemon import service_state
 from memkeeper.service.schedule_info import job_schedule_status
 
 

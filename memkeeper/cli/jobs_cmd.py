@@ -14,12 +14,11 @@ import click
 
 from memkeeper.cli import App, json_option, pass_app, print_json, yes_option
 from memkeeper.cli.render import LINE_LIMIT, memory_label, memory_table, owner, shown
+from memkeeper.config import JOB_ORDER
 from memkeeper.errors import JobFailed, MemkeeperError, NotFound
-from memkeeper.jobs import ORDER
 from memkeeper.maintenance import curation
 from memkeeper.maintenance.runner import JobResult, RunReport, run_once
 from memkeeper.maintenance.undo import entry_label, undo_run
-from memkeeper.service.scheduler import run_due
 
 PROGRESS_THRESHOLD = 1000  # candidates: smaller runs finish before a display would help
 
@@ -98,7 +97,7 @@ def _print_report(report: RunReport) -> None:
     "--job",
     "jobs",
     multiple=True,
-    type=click.Choice(ORDER),
+    type=click.Choice(JOB_ORDER),
     help="Run only this job (repeatable). Default: every enabled job.",
 )
 @click.option(
@@ -130,6 +129,9 @@ def run_once_command(
         raise click.UsageError("--due picks the jobs itself; it cannot be combined with --job")
     with stop_on_signals() as stop:
         if due:
+            # --due needs the service's triggers (and APScheduler): loaded only here.
+            from memkeeper.service.scheduler import run_due
+
             report = run_due(
                 store, now=app.now, dry_run=dry_run, stop_event=stop, progress=progress
             )

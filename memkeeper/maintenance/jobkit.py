@@ -153,18 +153,6 @@ class JobContext:
         return outcomes
 
 
-def batched(rows: Iterator[Any] | Sequence[Any], size: int) -> Iterator[list[Any]]:
-    """Group an iterable into lists of at most ``size``."""
-    batch: list[Any] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 class JobSkipped(Exception):
     """Raised by a job that cannot run this time (e.g. no API key); the run records why."""
 

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from memkeeper.errors import LockBusy, StorageUnwritable
 
@@ -106,3 +107,25 @@ def daemon_lock(db_path: Path) -> FileLock:
 def jobs_lock(db_path: Path) -> FileLock:
     """The lock every job run holds, from the service or from run-once."""
     return FileLock(lock_path(db_path, "jobs"), "job run")
+
+
+def service_state(db_path: Path) -> dict[str, Any]:
+    """Whether a service holds the instance lock of ``db_path`` (for ``status``), and its pid.
+
+    Probes with a shared, non-blocking flock released at once; never creates the lock file.
+    """
+    path = lock_path(Path(db_path), "daemon")
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return {"running": False, "pid": None}
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(fd, 32).decode("ascii", "replace").strip()
+            return {"running": True, "pid": int(text) if text.isdigit() else None}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return {"running": False, "pid": None}
+    finally:
+        os.close(fd)

@@ -13,21 +13,28 @@ covers its scheduled time like a successful one (see :mod:`memkeeper.service.sch
 
 from __future__ import annotations
 
+import importlib
 import json
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import structlog
 
 from memkeeper import logs
 from memkeeper.clock import to_db
+from memkeeper.config import JOB_ORDER
 from memkeeper.errors import UnknownJob
-from memkeeper.jobs import ORDER, REGISTRY
-from memkeeper.maintenance.jobkit import JobContext, JobSkipped, PlannedChange, ProgressCallback
+from memkeeper.maintenance.jobkit import (
+    Job,
+    JobContext,
+    JobSkipped,
+    PlannedChange,
+    ProgressCallback,
+)
 from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.storage.forgetting import finish_interrupted
 from memkeeper.storage.sqlite import immediate_transaction
@@ -99,15 +106,35 @@ class RunReport:
         }
 
 
+class RunOptions(TypedDict, total=False):
+    """How jobs run, the same for one job, a planned list and the due ones."""
+
+    dry_run: bool
+    trigger: str
+    stop_event: threading.Event | None
+    progress: ProgressCallback | None
+    lock_wait_seconds: float | None
+
+
+def job_registry() -> dict[str, Job]:
+    """The registered jobs by name, imported on first use.
+
+    The registry is above this layer (jobs are written with the kit in this package), so it
+    is looked up by name when a job runs rather than imported: importing the runner loads no
+    job and no LLM client.
+    """
+    return importlib.import_module("memkeeper.jobs").REGISTRY
+
+
 def resolve_jobs(store: MemoryStore, names: list[str] | tuple[str, ...] | None) -> list[str]:
-    """The jobs to run: the named ones (validated) or every enabled one, in registry order."""
+    """The jobs to run: the named ones (validated) or every enabled one, in the job order."""
     if not names:
-        return [name for name in ORDER if getattr(store.config.jobs, name).enabled]
-    unknown = [name for name in names if name not in ORDER]
+        return [name for name in JOB_ORDER if getattr(store.config.jobs, name).enabled]
+    unknown = [name for name in names if name not in JOB_ORDER]
     if unknown:
-        raise UnknownJob(f"unknown job {unknown[0]!r}; jobs are: {', '.join(ORDER)}")
+        raise UnknownJob(f"unknown job {unknown[0]!r}; jobs are: {', '.join(JOB_ORDER)}")
     wanted = set(names)
-    return [name for name in ORDER if name in wanted]
+    return [name for name in JOB_ORDER if name in wanted]
 
 
 def new_run_id(job: str, now: datetime) -> str:
@@ -182,7 +209,7 @@ def run_job(
     run_id: str | None = None,
 ) -> JobResult:
     """Run one job now; raises LockBusy if the job lock stays taken, never for job errors."""
-    job = REGISTRY[name]
+    job = job_registry()[name]
     run_id = run_id or new_run_id(name, now)
     ctx = JobContext(
         store=store,
@@ -265,29 +292,17 @@ def run_once(
     jobs: list[str] | tuple[str, ...] | None = None,
     *,
     now: datetime | None = None,
-    dry_run: bool = False,
-    trigger: str = "manual",
-    stop_event: threading.Event | None = None,
-    progress: ProgressCallback | None = None,
-    lock_wait_seconds: float | None = None,
+    **options: Unpack[RunOptions],
 ) -> RunReport:
     """Run the named jobs (default: every enabled one) once, in the documented order.
 
     ``now`` defaults to the store's clock; a later ``now`` previews the future ("what would
-    expire on 2027-03-01" with ``dry_run=True``). Returns one :class:`JobResult` per job.
+    expire on 2027-03-01" with ``dry_run=True``). ``options``: see :class:`RunOptions`.
+    Returns one :class:`JobResult` per job.
     """
     moment = now or store.now()
     planned = [(name, None) for name in resolve_jobs(store, jobs)]
-    return run_planned(
-        store,
-        planned,
-        now=moment,
-        dry_run=dry_run,
-        trigger=trigger,
-        stop_event=stop_event,
-        progress=progress,
-        lock_wait_seconds=lock_wait_seconds,
-    )
+    return run_planned(store, planned, now=moment, **options)
 
 
 def run_planned(
@@ -295,29 +310,14 @@ def run_planned(
     planned: list[tuple[str, datetime | None]],
     *,
     now: datetime,
-    dry_run: bool = False,
-    trigger: str = "manual",
-    stop_event: threading.Event | None = None,
-    progress: ProgressCallback | None = None,
-    lock_wait_seconds: float | None = None,
+    **options: Unpack[RunOptions],
 ) -> RunReport:
     """Run ``(job, scheduled time or None)`` pairs in order, stopping early on request."""
-    stop_event = stop_event or threading.Event()
+    stop_event = options.get("stop_event") or threading.Event()
+    options = {**options, "stop_event": stop_event}
     results = []
     for name, scheduled_for in planned:
         if stop_event.is_set():
             break
-        results.append(
-            run_job(
-                store,
-                name,
-                now=now,
-                dry_run=dry_run,
-                trigger=trigger,
-                stop_event=stop_event,
-                progress=progress,
-                lock_wait_seconds=lock_wait_seconds,
-                scheduled_for=scheduled_for,
-            )
-        )
+        results.append(run_job(store, name, now=now, scheduled_for=scheduled_for, **options))
     return RunReport(results)

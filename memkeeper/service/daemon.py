@@ -26,7 +26,6 @@ every tick to re-read the wall clock, and signals arrive as bytes on a pipe
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import select
@@ -40,10 +39,9 @@ import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from memkeeper import logs
-from memkeeper.config import Config, load_config
+from memkeeper.config import JOB_ORDER, Config, load_config
 from memkeeper.errors import LockBusy, MemkeeperError
-from memkeeper.jobs import ORDER
-from memkeeper.maintenance.locks import daemon_lock, lock_path
+from memkeeper.maintenance.locks import daemon_lock, service_state
 from memkeeper.service.notify import Notifier, watchdog_interval
 from memkeeper.service.scheduler import (
     ServiceJobs,
@@ -113,28 +111,6 @@ class _Inbox:
 
 def _ignore(_signum: int, _frame: object) -> None:
     """The Python-level handler: the wakeup pipe already carries the signal to the loop."""
-
-
-def service_state(db_path: Path) -> dict[str, Any]:
-    """Whether a service holds the instance lock of ``db_path`` (for ``status``), and its pid.
-
-    Probes with a shared, non-blocking flock released at once; never creates the lock file.
-    """
-    path = lock_path(Path(db_path), "daemon")
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return {"running": False, "pid": None}
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = os.read(fd, 32).decode("ascii", "replace").strip()
-            return {"running": True, "pid": int(text) if text.isdigit() else None}
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return {"running": False, "pid": None}
-    finally:
-        os.close(fd)
 
 
 class Daemon:
@@ -309,6 +285,6 @@ class Daemon:
         chatty.setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
 
     def _status_text(self, catching_up: int) -> str:
-        scheduled = sum(getattr(self.config.jobs, name).enabled for name in ORDER)
+        scheduled = sum(getattr(self.config.jobs, name).enabled for name in JOB_ORDER)
         text = f"{scheduled} jobs scheduled ({self.config.service.timezone})"
         return f"{text}; catching up {catching_up}" if catching_up else text

@@ -6,9 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from memkeeper.config import Config
+from memkeeper.config import JOB_ORDER, Config
 from memkeeper.records import JobRun
-from memkeeper.service.scheduler import JobTrigger
 
 
 def next_run_time(schedule: str, timezone: str, now: datetime) -> datetime:
@@ -17,6 +16,9 @@ def next_run_time(schedule: str, timezone: str, now: datetime) -> datetime:
     Uses the service's own trigger, so on the night the clocks go back the answer follows
     the service's rule (a fixed-hour job runs once).
     """
+    # The triggers (and APScheduler) load only when a next run time is really asked for.
+    from memkeeper.service.triggers import JobTrigger
+
     trigger = JobTrigger(schedule, ZoneInfo(timezone))
     # APScheduler's answer includes ``now`` itself when it matches; a microsecond later is
     # strictly after and still before any following whole-second fire time.
@@ -30,10 +32,8 @@ def job_schedule_status(
     config: Config, last_runs: dict[str, JobRun], now: datetime
 ) -> list[dict[str, Any]]:
     """One entry per registered job: enabled, schedule, last run, next scheduled time."""
-    from memkeeper.jobs import ORDER
-
     rows = []
-    for name in ORDER:
+    for name in JOB_ORDER:
         section = getattr(config.jobs, name)
         last = last_runs.get(name)
         rows.append(

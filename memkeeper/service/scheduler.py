@@ -27,30 +27,28 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any
+from datetime import datetime
+from typing import Any, Unpack
 from zoneinfo import ZoneInfo
 
 import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.base import BaseTrigger
 
 from memkeeper import logs
-from memkeeper.clock import ensure_utc, from_db, to_db
-from memkeeper.config import Config
-from memkeeper.cron import ScheduleError, parse_schedule, to_apscheduler_crontab
-from memkeeper.errors import ConfigError, LockBusy
-from memkeeper.jobs import ORDER
-from memkeeper.maintenance.jobkit import ProgressCallback
+from memkeeper.clock import from_db, to_db
+from memkeeper.config import JOB_ORDER, Config
+from memkeeper.errors import LockBusy
 from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.maintenance.runner import (
     JobResult,
+    RunOptions,
     RunReport,
     close_abandoned_runs,
     run_job,
     run_planned,
 )
+from memkeeper.service.triggers import JobTrigger, job_triggers, previous_fire_time
 from memkeeper.store import MemoryStore
 
 log = structlog.get_logger("memkeeper.scheduler")
@@ -62,87 +60,6 @@ LOCK_POLL_SECONDS = 1.0
 # Missed fires collapse into one run; one run of a job at a time; no fire is too late to run
 # (after a suspend it runs once, at once).
 JOB_OPTIONS: dict[str, Any] = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
-
-# How far back to look for a schedule's most recent time, widening only when nothing fired:
-# frequent schedules are answered from a short window, rare ones (29 February) still found.
-_LOOKBACK = (
-    timedelta(hours=2),
-    timedelta(days=2),
-    timedelta(days=40),
-    timedelta(days=400),
-    timedelta(days=366 * 9),
-)
-
-
-# -- triggers --------------------------------------------------------------------------------
-
-
-def _second_pass(moment: datetime) -> bool:
-    """True when ``moment`` is the later of two instants with the same local wall time."""
-    zone = moment.tzinfo
-    wall = moment.replace(tzinfo=None)
-    first, second = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
-    first_offset, second_offset = first.utcoffset(), second.utcoffset()
-    if first_offset is None or second_offset is None or first_offset <= second_offset:
-        return False  # an ordinary time, or one in a spring-forward gap
-    return moment.astimezone(UTC) == second.astimezone(UTC)
-
-
-class JobTrigger(BaseTrigger):
-    """A job's cron schedule in its timezone, with cron's rule for the repeated hour.
-
-    Wraps the ``CronTrigger`` from :func:`memkeeper.cron.parse_schedule` (which reads
-    weekdays as cron does) and skips the second pass through a repeated wall-clock time for
-    schedules with a fixed hour, so a daily 02:30 job runs once on the night the clocks go back.
-    """
-
-    def __init__(self, expr: str, timezone: tzinfo | str) -> None:
-        self.expr = expr
-        self.timezone = ZoneInfo(timezone) if isinstance(timezone, str) else timezone
-        self._cron = parse_schedule(expr, self.timezone)
-        hour = to_apscheduler_crontab(expr).split(" ")[1]
-        self.fixed_hour = not hour.startswith("*")
-
-    def get_next_fire_time(
-        self, previous_fire_time: datetime | None, now: datetime
-    ) -> datetime | None:
-        fire = self._cron.get_next_fire_time(previous_fire_time, now)
-        while fire is not None and self.fixed_hour and _second_pass(fire):
-            fire = self._cron.get_next_fire_time(fire, fire)
-        return fire
-
-    def __str__(self) -> str:
-        return f"cron[{self.expr}] {self.timezone}"
-
-    def __repr__(self) -> str:
-        return f"<JobTrigger {self.expr!r} {self.timezone}>"
-
-
-def job_triggers(config: Config) -> dict[str, JobTrigger]:
-    """The trigger of every registered job; a schedule cron cannot read is a ConfigError."""
-    triggers = {}
-    for name in ORDER:
-        schedule = getattr(config.jobs, name).schedule
-        try:
-            triggers[name] = JobTrigger(schedule, config.service.timezone)
-        except ScheduleError as exc:
-            raise ConfigError(f"jobs.{name}.schedule: {exc}") from None
-    return triggers
-
-
-def previous_fire_time(trigger: BaseTrigger, now: datetime) -> datetime | None:
-    """The most recent time at or before ``now`` at which ``trigger`` fires, in UTC."""
-    now = ensure_utc(now)
-    for window in _LOOKBACK:
-        latest = None
-        fire = trigger.get_next_fire_time(None, now - window)
-        while fire is not None and fire <= now:
-            latest = fire
-            fire = trigger.get_next_fire_time(fire, fire)
-        if latest is not None:
-            return latest.astimezone(UTC)
-    return None
-
 
 # -- what is due -------------------------------------------------------------------------------
 
@@ -184,7 +101,7 @@ def due_for_catch_up(
     """
     triggers = job_triggers(config)
     due = []
-    for name in ORDER:
+    for name in JOB_ORDER:
         if not getattr(config.jobs, name).enabled:
             continue
         scheduled = previous_fire_time(triggers[name], now)
@@ -200,32 +117,17 @@ def due_jobs(store: MemoryStore, now: datetime | None = None) -> list[tuple[str,
 
 
 def run_due(
-    store: MemoryStore,
-    *,
-    now: datetime | None = None,
-    trigger: str = TRIGGER_SCHEDULE,
-    dry_run: bool = False,
-    stop_event: threading.Event | None = None,
-    lock_wait_seconds: float | None = None,
-    progress: ProgressCallback | None = None,
+    store: MemoryStore, *, now: datetime | None = None, **options: Unpack[RunOptions]
 ) -> RunReport:
     """Run every due job once, in order, each recorded with the scheduled time it covers.
 
     The engine of ``memkeeper run-once --due`` (a systemd timer's alternative to the service).
-    Raises LockBusy like :func:`memkeeper.maintenance.runner.run_once` when the job lock stays
-    taken.
+    ``options`` as for :func:`~memkeeper.maintenance.runner.run_once` (the trigger defaults to
+    ``schedule``). Raises LockBusy like ``run_once`` when the job lock stays taken.
     """
     moment = now or store.now()
-    return run_planned(
-        store,
-        due_jobs(store, moment),
-        now=moment,
-        dry_run=dry_run,
-        trigger=trigger,
-        stop_event=stop_event,
-        lock_wait_seconds=lock_wait_seconds,
-        progress=progress,
-    )
+    options.setdefault("trigger", TRIGGER_SCHEDULE)
+    return run_planned(store, due_jobs(store, moment), now=moment, **options)
 
 
 def mark_abandoned_runs(store: MemoryStore) -> int:
@@ -390,7 +292,7 @@ def schedule_jobs(
     leaves the scheduler as it was.
     """
     triggers = triggers or job_triggers(config)
-    for name in ORDER:
+    for name in JOB_ORDER:
         if getattr(config.jobs, name).enabled:
             scheduler.add_job(
                 jobs.run_scheduled,

@@ -18,7 +18,6 @@ namespaces are allowed, and a unit that cannot be sandboxed fails to start at al
 from __future__ import annotations
 
 import os
-import plistlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +25,13 @@ from typing import Literal
 
 import memkeeper
 from memkeeper.paths import cold_path_for
+from memkeeper.service.launchd_plist import LAUNCHD_LABEL, render_plist
 
 Scope = Literal["user", "system"]
 
 SERVICE_NAME = "memkeeper.service"
 RUN_ONCE_SERVICE_NAME = "memkeeper-run-once.service"
 RUN_ONCE_TIMER_NAME = "memkeeper-run-once.timer"
-LAUNCHD_LABEL = "io.memkeeper.run"
 ENV_FILE_NAME = "memkeeper.env"
 STATE_ROOT = Path("/var/lib")
 SYSTEM_DB = STATE_ROOT / "memkeeper" / "memory.db"
@@ -301,32 +300,6 @@ def render_timer(on_calendar: str = "hourly") -> str:
         "WantedBy=timers.target",
     ]
     return "\n".join(lines) + "\n"
-
-
-# -- launchd ------------------------------------------------------------------------------------
-
-
-def render_plist(inst: Installation) -> str:
-    """The launchd job for ``memkeeper run`` (a LaunchAgent, or a LaunchDaemon for system)."""
-    log_dir = inst.log_dir or Path("/usr/local/var/log/memkeeper")
-    job: dict[str, object] = {
-        "Label": LAUNCHD_LABEL,
-        "ProgramArguments": inst.args("run"),
-        "RunAtLoad": True,
-        # Restarted when it exits with an error or crashes, not after a clean stop (exit 0).
-        "KeepAlive": {"SuccessfulExit": False},
-        "ThrottleInterval": 30,
-        "ExitTimeOut": 30,
-        "ProcessType": "Background",
-        "LowPriorityIO": True,
-        "Nice": 10,
-        "Umask": 0o077,
-        "StandardOutPath": str(log_dir / "memkeeper.log"),
-        "StandardErrorPath": str(log_dir / "memkeeper.log"),
-    }
-    if inst.scope == "system" and inst.user:
-        job["UserName"] = inst.user
-    return plistlib.dumps(job, sort_keys=False).decode("utf-8")
 
 
 # -- where files go ---------------------------------------------------------------------------

@@ -32,6 +32,18 @@ def chunks(items: Sequence[Any], size: int = SQL_CHUNK) -> Iterator[Sequence[Any
         yield items[start : start + size]
 
 
+def batched(rows: Iterator[Any] | Sequence[Any], size: int) -> Iterator[list[Any]]:
+    """Group an iterable into lists of at most ``size``."""
+    batch: list[Any] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def placeholders(count: int) -> str:
     """``?, ?, ?`` for an IN list of ``count`` parameters."""
     return ", ".join("?" * count)

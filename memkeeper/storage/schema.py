@@ -19,10 +19,13 @@ user, namespace, kind and key.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from memkeeper.storage.sqlite import KNOWN_KINDS, FileKind
+from memkeeper.storage.sqlite import FileKind
 
 HOT_APPLICATION_ID = 0x4D4B4844  # "MKHD"
 COLD_APPLICATION_ID = 0x4D4B434C  # "MKCL"
@@ -52,6 +55,15 @@ COLD_COLUMNS = MEMORY_COLUMNS + COLD_ONLY_COLUMNS
 
 hot_migrations = Migrations("memkeeper")
 cold_migrations = Migrations("memkeeper-cold")
+_HOT_STEPS: list[str] = []
+_COLD_STEPS: list[str] = []
+
+
+def _step(migrations: Migrations, steps: list[str], name: str) -> Callable[[Any], Any]:
+    """Register a migration step and remember its name (what this version knows)."""
+    steps.append(name)
+    return migrations(name=name)
+
 
 _MEMORY_COLUMNS_SQL = """
     id TEXT PRIMARY KEY,
@@ -73,7 +85,7 @@ _MEMORY_COLUMNS_SQL = """
 """
 
 
-@hot_migrations(name="0001_initial")
+@_step(hot_migrations, _HOT_STEPS, "0001_initial")
 def _hot_initial(db: Database) -> None:
     db.executescript(
         f"""
@@ -160,7 +172,7 @@ def _hot_initial(db: Database) -> None:
     )
 
 
-@hot_migrations(name="0002_pending_scrubs")
+@_step(hot_migrations, _HOT_STEPS, "0002_pending_scrubs")
 def _hot_pending_scrubs(db: Database) -> None:
     # An erasure commits a row here with its deletes and removes it once no erased byte is
     # left in either file; a row still here means an erasure was interrupted before that, so
@@ -168,7 +180,7 @@ def _hot_pending_scrubs(db: Database) -> None:
     db.execute("CREATE TABLE pending_scrubs (id INTEGER PRIMARY KEY, at TEXT NOT NULL)")
 
 
-@cold_migrations(name="0001_initial")
+@_step(cold_migrations, _COLD_STEPS, "0001_initial")
 def _cold_initial(db: Database) -> None:
     db.executescript(
         f"""
@@ -190,6 +202,19 @@ def _cold_initial(db: Database) -> None:
     )
 
 
-HOT = FileKind("hot (memory.db)", HOT_APPLICATION_ID, hot_migrations)
-COLD = FileKind("cold-storage (memory-cold.db)", COLD_APPLICATION_ID, cold_migrations)
-KNOWN_KINDS.extend([HOT, COLD])
+_HOT_ROLE = "hot (memory.db)"
+_COLD_ROLE = "cold-storage (memory-cold.db)"
+HOT = FileKind(
+    _HOT_ROLE,
+    HOT_APPLICATION_ID,
+    hot_migrations,
+    steps=tuple(_HOT_STEPS),
+    others=((COLD_APPLICATION_ID, _COLD_ROLE),),
+)
+COLD = FileKind(
+    _COLD_ROLE,
+    COLD_APPLICATION_ID,
+    cold_migrations,
+    steps=tuple(_COLD_STEPS),
+    others=((HOT_APPLICATION_ID, _HOT_ROLE),),
+)
