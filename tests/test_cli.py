@@ -286,9 +286,10 @@ def test_explain(run: Cli) -> None:
     )
     assert lines[2] == "History:"
     assert "created: new value; value 'Beijing', confidence 0.95 — cli:remember" in lines[3]
+    assert lines[4] == "  2026-01-02 09:00 UTC  recalled once"  # a use, not a logged change
     data = run.json("explain", memory["id"])
     assert data["memory"]["id"] == memory["id"]
-    assert [c["action"] for c in data["changes"]] == ["create", "recall"]
+    assert [c["action"] for c in data["changes"]] == ["create"]
     assert data["text"] == text.rstrip("\n")
     code, out, err = run("explain", "0000000000000000")
     assert (code, out) == (EXIT_NOT_FOUND, "")

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 from helpers import T0, change_rows, raw_rows
+from helpers.state import use_rows, uses_between
 
 from memkeeper import Change, Episode, Memory, MemoryStore, Message
 from memkeeper.errors import InvalidInput, MemkeeperError, NotFound
@@ -560,7 +561,8 @@ def test_every_change_has_exactly_one_log_row_with_matching_images(
     store: MemoryStore, frozen
 ) -> None:
     """Count log rows per operation, and check each memory's rows form an unbroken chain
-    whose last after-image is exactly the stored row (hot or cold)."""
+    (plus the in-place uses between them) whose last after-image is exactly the stored row
+    (hot or cold)."""
     ttl = store.config.jobs.expire.ttl_days.fact
     grace = store.config.jobs.expire.review_grace_days
     grey = store.config.jobs.settle.grey_days
@@ -580,7 +582,7 @@ def test_every_change_has_exactly_one_log_row_with_matching_images(
     step("conflict again", 2, lambda: store.remember("alice", "city", "Paris"))
     step("note", 1, lambda: store.add_note("alice", "call the client"))
     step("preference", 1, lambda: store.remember("alice", "tone", "brief", kind="preference"))
-    step("recall", 1, lambda: store.recall("alice", "city"))
+    step("recall", 0, lambda: store.recall("alice", "city"))  # a use: counted, not logged
     step("unknown recall", 0, lambda: store.recall("alice", "unknown"))
     step("message", 0, lambda: store.append_message("alice", "s", "user", "hi"))
     step("episode", 0, lambda: store.record_episode("alice", "task"))
@@ -600,13 +602,15 @@ def test_every_change_has_exactly_one_log_row_with_matching_images(
     chains: dict[str, dict[str, Any] | None] = {}
     for row in rows:
         memory_id = row["memory_id"]
-        assert row["before"] == chains.get(memory_id), f"broken chain at change #{row['id']}"
+        uses_between(chains.get(memory_id), row["before"], f"at change #{row['id']}")
         image = row["after"] or row["before"]
         assert (row["user_id"], row["namespace"]) == (image["user_id"], image["namespace"])
         chains[memory_id] = row["after"]
     assert set(chains) == set(stored)
     for memory_id, image in chains.items():
         assert image == stored[memory_id]
+    # The plain recall was counted in `uses` (and is in the expiry's before image).
+    assert [[d["count"] for d in days] for days in use_rows(store).values()] == [[1]]
 
 
 # -- explain, status ------------------------------------------------------------------------

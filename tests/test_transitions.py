@@ -43,7 +43,9 @@ def test_an_agents_recall_between_selection_and_transition_wins(db_path: Path, m
         assert result.skipped_entries == 1
         assert store.get(ids["c"]).state == "active"
         assert {store.get(ids[k]).state for k in "abd"} == {"pending_review"}
-        assert [c.action for c in store.changes(memory_id=ids["c"])] == ["create", "recall"]
+        # The recall is a use recorded in place, not a logged change.
+        assert [c.action for c in store.changes(memory_id=ids["c"])] == ["create"]
+        assert store.get(ids["c"]).access_count == 1
         store.close()
 
 

@@ -1,10 +1,13 @@
 """Recall: the current value of a key, marked as used.
 
-Recalling is a logged change, not a plain read: the entry's use is recorded (action
-``recall``), a pending-review entry is renewed to active (``renew``) and an entry found only
-in cold storage is brought back (``restore``), so the change log holds an entry's complete
-history and the expiry jobs keep what agents actually use. On a database that cannot be
-written the value is still returned, read without marking, and a warning says so.
+Recalling an active entry records a use, not a change: the entry's ``last_accessed_at`` and
+``access_count`` are updated in place and the use is counted in the ``uses`` table
+(:mod:`memkeeper.storage.uses`) — one short write (``BEGIN IMMEDIATE``, one ``UPDATE``, one
+upsert, commit), no change-log row. Nothing is batched: a recall that returned has recorded
+its use, so a crash loses none. State changes are logged transitions as before: a
+pending-review entry is renewed to active (``renew``) and an entry found only in cold
+storage is brought back (``restore``). On a database that cannot be written the value is
+still returned, read without marking, and a warning says so.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Transition, hot_image, used_image
+from memkeeper.storage.uses import mark_used
 from memkeeper.store.core import StoreCore
 
 log = structlog.get_logger("memkeeper.store")
@@ -91,17 +95,15 @@ def _recall_and_mark(
             found = next(iter(rows), None)
             if found is not None:
                 image = image_of(found)
-                target = used_image(image, now)
-                if image["state"] == "pending_review":
-                    transition = Transition(
-                        image["id"],
-                        image,
-                        hot_image(target, "active", now),
-                        "renew",
-                        "recalled while pending review",
-                    )
-                else:
-                    transition = Transition(image["id"], image, target, "recall", "recalled")
+                if image["state"] != "pending_review":
+                    return Memory.from_image(mark_used(storage.hot, image, now))
+                transition = Transition(
+                    image["id"],
+                    image,
+                    hot_image(used_image(image, now), "active", now),
+                    "renew",
+                    "recalled while pending review",
+                )
                 core.apply([transition], "recall")
                 return Memory.from_image(transition.target)  # type: ignore[arg-type]
         return _recall_from_cold(core, user_id, namespace, key, kinds)

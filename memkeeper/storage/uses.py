@@ -1,0 +1,108 @@
+"""Uses: recalls of active entries, recorded in place and counted per entry and UTC day.
+
+A recall of an active entry is a use, not a state change. It updates the entry's use columns
+in place (``last_accessed_at``, ``access_count`` and the derived ``last_used_at``, exactly as
+:func:`~memkeeper.storage.transitions.used_image` computes them) and adds one to the entry's
+row of the day in ``uses`` (``memory_id, day, count, first_at, last_at``) — one ``UPDATE``
+and one upsert in the caller's short write transaction, with no change-log row and no
+images. ``day`` is the UTC date (``2026-03-01``); ``first_at`` and ``last_at`` are the first
+and last use's UTC time of that day (``08:00:00.000000``), to the microsecond, so that a row
+costs under 80 bytes of file: a recall costs that much at most (an entry recalled once a
+day), and nearly nothing when an entry is recalled many times a day. State changes (a recall that
+renews a pending-review entry or brings one back from cold storage) stay logged transitions.
+
+What stays exact:
+
+* every rule (expiry, demotion, pruning) reads the memories row, which is updated in place;
+* a job's transition compares the entry's whole current image with the one it selected, so
+  a recall between selection and apply changes ``access_count`` and the agent wins, as
+  before; so does ``undo`` (an entry recalled since the run is a conflict);
+* the change log plus this table give each entry's exact state: a logged image's
+  ``access_count`` includes every use before it, and the uses after the entry's last logged
+  image are the table's total minus those (``tests/helpers/state.py`` replays it so).
+
+A row holds ids and times only, never content; ``forget`` deletes an erased entry's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlite_utils import Database
+
+from memkeeper.clock import from_db, to_db
+from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.transitions import Image, used_image
+
+_UPSERT = (
+    "INSERT INTO uses (memory_id, day, count, first_at, last_at) VALUES (?, ?, 1, ?, ?)"
+    " ON CONFLICT (memory_id, day) DO UPDATE SET count = count + 1,"
+    " first_at = min(first_at, excluded.first_at), last_at = max(last_at, excluded.last_at)"
+)
+
+
+@dataclass(frozen=True)
+class UseDay:
+    """The recalls of one entry on one UTC day: how many, the first and the last."""
+
+    day: str
+    count: int
+    first_at: datetime
+    last_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Any) -> UseDay:
+        first = from_db(stamp_of(row["day"], row["first_at"]))
+        last = from_db(stamp_of(row["day"], row["last_at"]))
+        assert first is not None and last is not None
+        return cls(row["day"], int(row["count"]), first, last)
+
+
+def day_and_time(moment: datetime) -> tuple[str, str]:
+    """``moment`` as a row of ``uses`` holds it: the UTC day and the time of day."""
+    stamp = to_db(moment)  # 2026-03-01T08:00:00.000000+00:00
+    return stamp[:10], stamp[11:26]
+
+
+def stamp_of(day: str, time_of_day: str) -> str:
+    """The stored time (as :func:`memkeeper.clock.to_db` writes it) of a ``uses`` time."""
+    return f"{day}T{time_of_day}+00:00"
+
+
+def mark_used(db: Database, image: Image, now: datetime) -> Image:
+    """Record a use of the hot entry ``image`` at ``now``; returns its new image.
+
+    The caller holds the write transaction in which it read ``image``.
+    """
+    target = used_image(image, now)
+    day, time_of_day = day_and_time(now)
+    db.conn.execute(
+        "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ? WHERE id = ?",
+        [target["last_accessed_at"], target["access_count"], target["last_used_at"], image["id"]],
+    )
+    db.conn.execute(_UPSERT, [image["id"], day, time_of_day, time_of_day])
+    return target
+
+
+def uses_of(db: Database, memory_id: str) -> list[UseDay]:
+    """The entry's uses, one row per day, oldest first."""
+    return [
+        UseDay.from_row(row)
+        for row in db.query(
+            "SELECT day, count, first_at, last_at FROM uses WHERE memory_id = ? ORDER BY day",
+            [memory_id],
+        )
+    ]
+
+
+def delete_uses(db: Database, memory_ids: Sequence[str]) -> int:
+    """Delete the uses of these entries (the caller holds the transaction). Returns rows."""
+    count = 0
+    for part in chunks(list(memory_ids)):
+        count += db.conn.execute(
+            f"DELETE FROM uses WHERE memory_id IN ({placeholders(len(part))})", list(part)
+        ).rowcount
+    return count
