@@ -7,12 +7,19 @@ The runner imports this registry only when it runs a job.
 
 from __future__ import annotations
 
-from memkeeper.jobs import demote, expire, prune, settle, summarize
+from memkeeper.jobs import demote, expire, prune, retain, settle, summarize
 
 from memkeeper.config import JOB_ORDER
 from memkeeper.maintenance.jobkit import Job
 
-_JOBS: tuple[Job, ...] = (settle.JOB, expire.JOB, demote.JOB, prune.JOB, summarize.JOB)
+_JOBS: tuple[Job, ...] = (
+    settle.JOB,
+    expire.JOB,
+    demote.JOB,
+    prune.JOB,
+    retain.JOB,
+    summarize.JOB,
+)
 
 REGISTRY: dict[str, Job] = {job.name: job for job in _JOBS}
 ORDER: tuple[str, ...] = JOB_ORDER

@@ -145,7 +145,7 @@ def test_unknown_job_is_a_usage_error(cli) -> None:
 def test_run_once_due_runs_only_what_its_schedule_says(cli) -> None:
     code, out, _ = cli("run-once", "--due", "--json", now="2026-03-02T10:00:00Z")
     first = {job["job"] for job in json.loads(out)["jobs"]}
-    assert code == 0 and first == {"settle", "expire", "demote", "prune", "summarize"}
+    assert code == 0 and first == {"settle", "expire", "demote", "prune", "retain", "summarize"}
     # Same morning: nothing came round since (summarize, skipped for want of an API key,
     # covered its 10:00 run: it is tried again at 11:00, not at every --due). Next day after
     # 03:30: the daily jobs and the hourly summarize, but not the monthly demote.

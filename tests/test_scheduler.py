@@ -39,14 +39,15 @@ from memkeeper.service.scheduler import (
 from memkeeper.service.triggers import JobTrigger, job_triggers, previous_fire_time
 
 # Default schedules (UTC): settle 03:15 daily, expire 03:00 daily, demote 04:00 on the 1st,
-# prune 03:30 daily, summarize hourly.
+# prune 03:30 daily, retain 04:45 on Sundays, summarize hourly (make_config turns the last
+# two off).
 NOW = datetime(2027, 3, 2, 10, 0, tzinfo=UTC)
 MONTH_AGO = NOW - timedelta(days=30)
 
 
 def make_config(timezone: str = "UTC", **jobs: dict[str, Any]) -> Config:
     data: dict[str, Any] = {
-        "jobs": {"summarize": {"enabled": False}},
+        "jobs": {"summarize": {"enabled": False}, "retain": {"enabled": False}},
         "service": {"timezone": timezone},
     }
     for name, section in jobs.items():

@@ -211,6 +211,21 @@ def _human_size(size: int | None) -> str:
     return f"{size} B"  # pragma: no cover
 
 
+def _file_summary(file: dict[str, Any]) -> str:
+    """``1.2 MiB, WAL 32.0 KiB, 12 free pages``: a file's size at a glance."""
+    sizes = file["bytes"]
+    if sizes["db"] is None:
+        return "absent"
+    parts = [_human_size(sizes["db"])]
+    if sizes.get("wal"):
+        parts.append(f"WAL {_human_size(sizes['wal'])}")
+    pages = file.get("pages")
+    if pages and pages["freelist_count"]:
+        free = pages["freelist_count"]
+        parts.append(f"{free} free page{'s' if free != 1 else ''}")
+    return ", ".join(parts)
+
+
 def status_data(app: App) -> dict[str, Any]:
     store = app.store(create=False)
     data = store.status()
@@ -232,9 +247,13 @@ def status(app: App, as_json: bool) -> None:
         print_json(data)
         return
     files = data["files"]
-    hot, cold = files["hot"], files["cold"]
-    click.echo(f"database:  {shown(hot['path'], None)} ({_human_size(hot['bytes']['db'])})")
-    click.echo(f"cold:      {shown(cold['path'], None)} ({_human_size(cold['bytes']['db'])})")
+    for label, file in (("database:", files["hot"]), ("cold:", files["cold"])):
+        click.echo(f"{label:<10} {shown(file['path'], None)} ({_file_summary(file)})")
+        for name, table in file["tables"].items():
+            size = "" if table["bytes"] is None else _human_size(table["bytes"])
+            click.echo(f"  {name:<15} {table['rows']:>9} rows  {size}".rstrip())
+    for warning in data["warnings"]:
+        click.echo(f"warning:   {shown(warning, None)}")
     click.echo("memories:")
     if not data["counts"]:
         click.echo("  (none yet)")

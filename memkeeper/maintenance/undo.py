@@ -14,6 +14,11 @@ Erasures cannot be undone: ``forget`` deletes an entry's change-log rows with it
 a forgotten entry is simply absent from the run it was part of. When undo removes a summary
 note, the messages it summarized are unmarked and return to ``history()``.
 
+Undo is offered while a run's rows hold their whole images: the ``retain`` job keeps them at
+least ``[jobs.retain] undo_days`` (by default ``full_images_days``, 365 days), then thins
+them; a run with a thinned row is refused with :class:`~memkeeper.errors.InvalidInput`
+saying it is older than the undo window.
+
 Each conflict names its entry (id, user, namespace, kind, key) in ``conflict_entries``.
 Undoing a ``prune`` run brings facts back over the cap that pruned them: unless the cap is
 raised or the facts pinned, the next prune retires the lowest-scoring again. The report's
@@ -26,11 +31,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memkeeper.errors import NotFound
+from memkeeper.clock import from_db
+from memkeeper.errors import InvalidInput, NotFound
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.maintenance.runner import JobResult, new_run_id, record_run_end, record_run_start
 from memkeeper.records import Change
+from memkeeper.storage.retention import run_is_thinned
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Transition, apply, reconcile_now
 from memkeeper.store import MemoryStore
@@ -172,6 +179,19 @@ def _revert(store: MemoryStore, change: Change, ctx: JobContext) -> bool:
     return outcome.applied
 
 
+def _refuse_when_too_old(store: MemoryStore, run_id: str, started: datetime | None) -> None:
+    """Undo is offered while a run's rows hold their images: ``[jobs.retain] undo_days``."""
+    if not run_is_thinned(store.storage.hot, run_id):
+        return
+    window = store.config.jobs.retain.undo_window_days
+    when = f" (started {started:%Y-%m-%d %H:%M} UTC)" if started else ""
+    raise InvalidInput(
+        f"run {run_id}{when} can no longer be undone: it is older than the undo window of "
+        f"{window} days ([jobs.retain] undo_days) and retention has thinned its change-log "
+        "images to what explain needs"
+    )
+
+
 def undo_run(
     store: MemoryStore,
     run_id: str,
@@ -183,10 +203,12 @@ def undo_run(
     """Revert run ``run_id``'s changes, newest first, as a new run (job ``undo``)."""
     changes = store.changes(run_id=run_id, newest_first=True)
     known = store.storage.hot.execute(
-        "SELECT job FROM job_runs WHERE run_id = ?", [run_id]
+        "SELECT job, started_at FROM job_runs WHERE run_id = ?", [run_id]
     ).fetchone()
     if not changes and not known:
         raise NotFound(f"no run {run_id!r} in the job runs or the change log")
+    started = from_db(known[1]) if known else changes[-1].at
+    _refuse_when_too_old(store, run_id, started)
     moment = now or store.now()
     report = UndoReport(new_run_id(UNDO_JOB, moment), run_id, dry_run)
     report.undone_job = known[0] if known else _job_of(changes)

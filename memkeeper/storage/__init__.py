@@ -7,6 +7,8 @@
 - :mod:`~memkeeper.storage.transitions`: every change to a memory, crash-safe across files;
 - :mod:`~memkeeper.storage.forgetting` and :mod:`~memkeeper.storage.scrub`: erasure with no
   residue.
+- :mod:`~memkeeper.storage.retention` and :mod:`~memkeeper.storage.space`: thinning old
+  change-log images, returning free pages, measuring the files.
 
 Nothing here imports a layer above it (see the import-linter contract in pyproject.toml).
 """

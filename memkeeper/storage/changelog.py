@@ -7,10 +7,14 @@ and ``undo`` work for every job without job-specific code. :mod:`memkeeper.stora
 and :mod:`memkeeper.storage.forgetting` write rows through :func:`insert_changes`; reading and
 explaining them is :mod:`memkeeper.audit`'s job.
 
-A recall is logged too (action ``recall``): it changes the entry's ``last_accessed_at`` and
-``access_count``, which decide what expires. So each entry's rows form an unbroken chain —
-every row's before image is the previous row's after image — and replaying the log gives the
-exact current state.
+A recall of an active entry is a use, not a change: it updates ``last_accessed_at`` and
+``access_count`` in place and is counted in ``uses`` (:mod:`memkeeper.storage.uses`), not
+logged here (databases written before that hold ``recall`` rows). So each entry's rows form
+a chain — every row's before image is the previous row's after image plus the uses between
+them — and replaying the log with the uses on top gives the exact current state.
+
+Rows older than ``[jobs.retain] full_images_days`` are thinned by the ``retain`` job: their
+images shrink to what ``explain`` prints (:mod:`memkeeper.storage.retention`).
 """
 
 from __future__ import annotations
@@ -53,7 +57,9 @@ def image_of(row: sqlite3.Row | dict[str, Any]) -> dict[str, Any]:
 def _dump(image: dict[str, Any] | None) -> str | None:
     if image is None:
         return None
-    return json.dumps(image, ensure_ascii=False, sort_keys=True)
+    # Compact, in the image's own (column) order: a change row is written for every change,
+    # so its encoding is on the hot path and in every byte of the log.
+    return json.dumps(image, ensure_ascii=False, separators=(",", ":"))
 
 
 def change_row(

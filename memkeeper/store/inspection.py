@@ -1,21 +1,23 @@
 """Inspecting the store: the change log, one memory's life story, job runs and a status.
 
 Read-only views for operators (``memkeeper log``, ``explain``, ``runs``, ``status``). The
-change log is queried through :mod:`memkeeper.audit.log` and told as a story by
-:mod:`memkeeper.audit.explain`; nothing here changes a row.
+change log is queried through :mod:`memkeeper.audit.log` and, with the entry's counted uses
+(:mod:`memkeeper.storage.uses`), told as a story by :mod:`memkeeper.audit.explain`; nothing
+here changes a row.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from memkeeper.audit.explain import explain as render_explanation
 from memkeeper.audit.log import query_changes
 from memkeeper.errors import NotFound
 from memkeeper.records import Change, JobRun
+from memkeeper.storage.uses import uses_of
 from memkeeper.store.core import StoreCore
 from memkeeper.store.listing import get
+from memkeeper.store.sizes import files_status, size_warnings
 
 
 def changes(
@@ -70,7 +72,9 @@ def explain(core: StoreCore, memory_id: str) -> str:
         if not tombstones:
             raise NotFound(f"no memory with id {memory_id!r}, and none was ever erased")
         found = tombstones
-    return render_explanation(memory, found, memory_id)
+    with core.storage.lock:
+        uses = uses_of(core.storage.hot, memory_id)
+    return render_explanation(memory, found, memory_id, uses)
 
 
 def job_runs(core: StoreCore, *, job: str | None, limit: int) -> list[JobRun]:
@@ -87,7 +91,8 @@ def job_runs(core: StoreCore, *, job: str | None, limit: int) -> list[JobRun]:
 
 
 def status(core: StoreCore) -> dict[str, Any]:
-    """Counts per state and kind, the files and their sizes, and the last run of each job."""
+    """Counts per state and kind, the files (sizes, pages, each table's rows and bytes),
+    warnings about size (``[status]``), and the last run of each job."""
     storage = core.storage
     with storage.lock:
         counts: dict[str, dict[str, int]] = {}
@@ -110,21 +115,12 @@ def status(core: StoreCore) -> dict[str, Any]:
                 " job_runs AS newest WHERE newest.job = job_runs.job) ORDER BY job"
             )
         }
+        files = files_status(storage)
     return {
         "counts": counts,
         "messages": {"total": messages[0], "unsummarized": messages[1]},
         "episodes": episodes,
-        "files": {
-            "hot": _file_sizes(storage.hot_path),
-            "cold": _file_sizes(storage.cold_path),
-        },
+        "files": files,
+        "warnings": size_warnings(files, core.config.status),
         "last_runs": last_runs,
     }
-
-
-def _file_sizes(path: Path) -> dict[str, Any]:
-    sizes = {}
-    for suffix in ("", "-wal"):
-        candidate = Path(f"{path}{suffix}")
-        sizes[suffix.lstrip("-") or "db"] = candidate.stat().st_size if candidate.exists() else None
-    return {"path": str(path), "bytes": sizes}
