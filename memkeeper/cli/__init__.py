@@ -212,9 +212,16 @@ def cli(
 
 
 def _register_commands() -> None:
-    from memkeeper.cli import config_cmd, inspect_cmd, jobs_cmd, memory_cmd, transfer_cmd
+    from memkeeper.cli import (
+        bench_cmd,
+        config_cmd,
+        inspect_cmd,
+        jobs_cmd,
+        memory_cmd,
+        transfer_cmd,
+    )
 
-    for module in (memory_cmd, inspect_cmd, transfer_cmd, config_cmd, jobs_cmd):
+    for module in (memory_cmd, inspect_cmd, transfer_cmd, config_cmd, jobs_cmd, bench_cmd):
         module.register(cli)
     try:
         from memkeeper.cli import service_cmd

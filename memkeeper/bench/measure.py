@@ -1,0 +1,139 @@
+"""The bench's measurements in the bench's own process: states, growth, rates, latencies."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memkeeper.bench.generate import AGENT_FACTS, AGENT_PREFIX
+from memkeeper.bench.workers import running_clock
+from memkeeper.config import Config
+from memkeeper.paths import cold_path_for
+from memkeeper.store import MemoryStore
+
+
+def _read_only(path: Path) -> str:
+    return f"file:{path}?mode=ro"
+
+
+def compare_states(ours: Path, floor: Path) -> dict[str, Any]:
+    """Whether two databases hold the same ids in each hot state and the same cold ids."""
+    conn = sqlite3.connect(_read_only(ours), uri=True)
+    try:
+        for name, path in (
+            ("floor", floor),
+            ("ours_cold", cold_path_for(ours)),
+            ("floor_cold", cold_path_for(floor)),
+        ):
+            conn.execute(f"ATTACH ? AS {name}", [_read_only(path)])
+
+        def missing(a: str, b: str) -> int:
+            return conn.execute(f"SELECT count(*) FROM ({a} EXCEPT {b})").fetchone()[0]
+
+        hot_ours = "SELECT id, state FROM main.memories"
+        hot_floor = "SELECT id, state FROM floor.memories"
+        cold_ours = "SELECT id FROM ours_cold.cold_memories"
+        cold_floor = "SELECT id FROM floor_cold.cold_memories"
+        differences = {
+            "hot_only_memkeeper": missing(hot_ours, hot_floor),
+            "hot_only_floor": missing(hot_floor, hot_ours),
+            "cold_only_memkeeper": missing(cold_ours, cold_floor),
+            "cold_only_floor": missing(cold_floor, cold_ours),
+        }
+        states = dict(
+            conn.execute("SELECT state, count(*) FROM main.memories GROUP BY state").fetchall()
+        )
+        cold = conn.execute("SELECT count(*) FROM ours_cold.cold_memories").fetchone()[0]
+        states["cold"] = cold
+    finally:
+        conn.close()
+    return {"same": not any(differences.values()), "differences": differences, "states": states}
+
+
+def used_bytes(path: Path, config: Config) -> tuple[int, int, int]:
+    """Bytes in use (file pages minus free pages), the file's pages, and change-log rows,
+    after folding the WAL back (each a plain read on a closed store's file)."""
+    store = MemoryStore(path, config=config, create=False)
+    try:
+        store.storage.checkpoint()
+        conn = store.storage.hot.conn
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        changes = conn.execute("SELECT count(*) FROM changes").fetchone()[0]
+    finally:
+        store.close()
+    return (pages - free) * size, pages * size, changes
+
+
+def growth_per_recall(path: Path, config: Config, now: datetime, recalls: int) -> dict[str, Any]:
+    """Database growth per ``recall`` over ``recalls`` recalls of one agent's 40 keys."""
+    used, size, changes = used_bytes(path, config)
+    store = MemoryStore(path, config=config, clock=running_clock(now), actor="bench")
+    try:
+        for n in range(recalls):
+            store.recall(f"{AGENT_PREFIX}agent-0", f"k{n % AGENT_FACTS}")
+    finally:
+        store.close()
+    used_after, size_after, changes_after = used_bytes(path, config)
+    return {
+        "recalls": recalls,
+        "bytes_per_recall": round((used_after - used) / recalls, 1),
+        "file_bytes_per_recall": round((size_after - size) / recalls, 1),
+        "change_rows_per_recall": round((changes_after - changes) / recalls, 3),
+    }
+
+
+def _rate(func: Callable[[int], Any], calls: int) -> float:
+    began = time.perf_counter()
+    for n in range(calls):
+        func(n)
+    return round(calls / (time.perf_counter() - began), 1)
+
+
+def api_rates(path: Path, config: Config, now: datetime, calls: int) -> dict[str, Any]:
+    """Calls per second of ``remember`` (new keys), ``recall`` (those keys) and ``search``,
+    one process, one after the other."""
+    store = MemoryStore(path, config=config, clock=running_clock(now), actor="bench")
+    user = f"{AGENT_PREFIX}rate"
+    try:
+        remember = _rate(lambda n: store.remember(user, f"r{n}", f"value {n}"), calls)
+        recall = _rate(lambda n: store.recall(user, f"r{n}"), calls)
+        search: float | None = None
+        method = getattr(store, "search", None)
+        if callable(method):  # issue 11's search, once it exists
+            try:
+                search = _rate(lambda n: method(user, f"value {n}"), min(calls, 200))
+            except Exception:  # a search that needs what the bench has not (a key): n/a
+                search = None
+    finally:
+        store.close()
+    return {"calls": calls, "remember": remember, "recall": recall, "search": search}
+
+
+def latency(results: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """p50 / p99 / max over every agent's calls, the calls per second, and the errors."""
+    values = sorted(v for result in results for v in result["latencies_ms"])
+    errors: Counter[str] = Counter()
+    for result in results:
+        errors.update(result["errors"])
+
+    def quantile(q: float) -> float | None:
+        if not values:
+            return None
+        return round(values[min(len(values) - 1, int(q * len(values)))], 2)
+
+    return {
+        "calls": len(values),
+        "seconds": round(seconds, 3),
+        "p50_ms": quantile(0.50),
+        "p99_ms": quantile(0.99),
+        "max_ms": round(values[-1], 2) if values else None,
+        "errors": sum(errors.values()),
+        "error_samples": [text for text, _ in errors.most_common(3)],
+    }
