@@ -26,7 +26,7 @@ def run(ctx: JobContext) -> None:
         for state in ("active", "pending_review")
         for kind in ("fact", "preference", "note")
     ]
-    ctx.set_total(sum(count(ctx, _WHERE, params) for params in scopes))
+    ctx.set_total(lambda: sum(count(ctx, _WHERE, params) for params in scopes))
 
     def make(image: dict[str, Any]) -> Transition:
         unused = days_since(image, "last_used_at", ctx.now)

@@ -34,8 +34,10 @@ def run(ctx: JobContext) -> None:
     for kind in ("fact", "preference", "note"):
         ttl = getattr(config.ttl_days, kind)
         plans.append((_ACTIVE_BY_KIND, [kind, cutoff(now, ttl)], _expirer(ctx, ttl, f"({kind})")))
+    # Every TTL some entry overrides (the state is checked by the selection itself: asking
+    # for it here made SQLite read every active row instead of the small TTL index).
     overrides = ctx.store.storage.hot.query(
-        "SELECT DISTINCT ttl_days FROM memories WHERE ttl_days IS NOT NULL AND state = 'active'"
+        "SELECT DISTINCT ttl_days FROM memories WHERE ttl_days IS NOT NULL"
     )
     for row in list(overrides):
         ttl = row["ttl_days"]
@@ -47,7 +49,7 @@ def run(ctx: JobContext) -> None:
             ctx.skip_unprocessable(f"ttl_days {str(ttl)[:24]!s} is out of range", ttl_days=ttl)
             continue
         plans.append((_ACTIVE_OVERRIDE, [ttl, due_before], _expirer(ctx, ttl, "(its own TTL)")))
-    ctx.set_total(sum(count(ctx, where, params) for where, params, _ in plans))
+    ctx.set_total(lambda: sum(count(ctx, where, params) for where, params, _ in plans))
     for where, params, make in plans:
         order = "state_since" if where is _REVIEW_OVER else "last_used_at"
         transition_due(ctx, where, params, order=order, make=make)

@@ -21,7 +21,7 @@ _WHERE = "state = 'superseded' AND state_since < ?"
 def run(ctx: JobContext) -> None:
     config: SettleJob = ctx.config  # type: ignore[assignment]
     params = [cutoff(ctx.now, config.grey_days)]
-    ctx.set_total(count(ctx, _WHERE, params))
+    ctx.set_total(lambda: count(ctx, _WHERE, params))
 
     def make(image: dict[str, Any]) -> Transition:
         age = days_since(image, "state_since", ctx.now)

@@ -18,26 +18,15 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from memkeeper.cron import ScheduleError, parse_schedule
+from memkeeper.config_base import JobSection, Section
+from memkeeper.config_retention import RetainJob, StatusSection
 from memkeeper.errors import ConfigError
 from memkeeper.validation import MAX_DAYS
 
-
-class _Section(BaseModel):
-    """Strict: TOML has real types, so "5" is not a number and unknown keys are errors."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-def _check_schedule(value: str) -> str:
-    try:
-        # Build the real trigger: rewriting the weekday alone let "61 3 * * *" through.
-        parse_schedule(value, "UTC")
-    except ScheduleError as exc:
-        raise ValueError(str(exc)) from None
-    return value
+_Section = Section  # the strict base of every section (memkeeper.config_base)
+_Job = JobSection  # a job's section: enabled, schedule
 
 
 class DatabaseSection(_Section):
@@ -58,10 +47,25 @@ class DatabaseSection(_Section):
         description="How long a writer waits for another process's lock, in milliseconds.",
     )
     batch_size: int = Field(
-        500,
+        200,
         gt=0,
         le=10000,
-        description="Entries changed per transaction by jobs and imports (keeps locks short).",
+        description="Entries changed per transaction by jobs and imports: small enough that a "
+        "batch holds the write lock for milliseconds, so agents never wait long.",
+    )
+    synchronous: Literal["normal", "full"] = Field(
+        "normal",
+        description="SQLite's synchronous setting. normal (WAL's usual choice): a power loss "
+        "may lose the last commits since a checkpoint, never corrupt the file; a forget is "
+        "always on disk when it returns. full: every commit also syncs the WAL (slower).",
+    )
+    cache_mb: int = Field(64, gt=0, le=65536, description="Page cache per connection, in MiB.")
+    mmap_mb: int = Field(
+        0,
+        ge=0,
+        le=1048576,
+        description="Memory-mapped I/O per connection, in MiB (0: off). Raise it for a large "
+        "database on a machine with memory to spare; mapped pages count in the RSS.",
     )
 
     @field_validator("path", "cold_path")
@@ -117,17 +121,6 @@ class TtlDays(_Section):
     fact: int = Field(180, gt=0, le=MAX_DAYS, description="TTL of facts, in days.")
     preference: int = Field(30, gt=0, le=MAX_DAYS, description="TTL of preferences, in days.")
     note: int = Field(90, gt=0, le=MAX_DAYS, description="TTL of notes, in days.")
-
-
-class _Job(_Section):
-    enabled: bool = Field(True, description="Run this job in run-once and in the service.")
-    schedule: str = Field(
-        "0 3 * * *",
-        description="When the service runs it: a crontab expression (minute hour day month "
-        "weekday; weekday 0 or 7 = Sunday, names allowed) in service.timezone.",
-    )
-
-    _validate_schedule = field_validator("schedule")(_check_schedule)
 
 
 class ExpireJob(_Job):
@@ -219,10 +212,11 @@ class SummarizeJob(_Job):
         return self
 
 
-JOB_ORDER: tuple[str, ...] = ("settle", "expire", "demote", "prune", "summarize")
+JOB_ORDER: tuple[str, ...] = ("settle", "expire", "demote", "prune", "retain", "summarize")
 """The maintenance jobs, in the documented order ``run-once`` runs them: settle the grey
 period first, then expiry and demotion, then the per-user cap (which counts what the others
-left), then summarization (the slowest, and the only one that calls out). Each has its
+left), then retention (the change log and cold storage kept bounded, free pages returned),
+then summarization (the slowest, and the only one that calls out). Each has its
 section below; the job registry (:mod:`memkeeper.jobs`) must match (a test checks it)."""
 
 
@@ -232,6 +226,11 @@ class JobsSection(_Section):
         default_factory=DemoteJob, description="Monthly demotion of low-confidence entries."
     )
     prune: PruneJob = Field(default_factory=PruneJob, description="The per-user cap on facts.")
+    retain: RetainJob = Field(
+        default_factory=RetainJob,
+        description="Retention: old change-log images thinned, optional cold purge, free "
+        "pages returned to the file system.",
+    )
     settle: SettleJob = Field(
         default_factory=SettleJob, description="Ending the grey period of superseded values."
     )
@@ -324,6 +323,9 @@ class Config(_Section):
         default_factory=ServiceSection, description="The memkeeper run service."
     )
     logging: LoggingSection = Field(default_factory=LoggingSection, description="Logging.")
+    status: StatusSection = Field(
+        default_factory=StatusSection, description="When memkeeper status warns about size."
+    )
 
 
 def _format_errors(path: Path, exc: ValidationError) -> str:

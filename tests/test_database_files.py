@@ -347,4 +347,12 @@ def test_several_processes_creating_one_new_database_at_once(tmp_path: Path) -> 
     assert [(row["migration_set"], row["name"]) for row in migrations] == [
         ("memkeeper", "0001_initial"),
         ("memkeeper", "0002_pending_scrubs"),
+        ("memkeeper", "0003_uses"),
+        ("memkeeper", "0004_incremental_vacuum"),
+        ("memkeeper", "0005_fewer_indexes"),
     ]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental from the start
+    finally:
+        conn.close()

@@ -1,4 +1,5 @@
-"""Every maintenance rule finds what is due through an index, never by scanning a table.
+"""Every maintenance rule, and every agent call, finds its rows through an index, never by
+scanning a table.
 
 The test records every statement the jobs run (SQLite's trace callback shows them with their
 parameters bound), asks SQLite for each SELECT's query plan, and fails on a full scan of a
@@ -44,7 +45,7 @@ def _full_scans(plans: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return bad
 
 
-def test_jobs_select_through_indexes(db_path) -> None:
+def test_jobs_and_agent_calls_select_through_indexes(db_path) -> None:
     config = Config.model_validate({"jobs": {"prune": {"max_facts": 3}}})
     start = datetime(2026, 1, 1, tzinfo=UTC)
     with freeze_time(start) as clock:
@@ -63,6 +64,15 @@ def test_jobs_select_through_indexes(db_path) -> None:
             clock.move_to(start + timedelta(days=days))
             report = run_once(store, ["settle", "expire", "demote", "prune"])
             assert report.ok
+        # The agents' calls find their rows through indexes too.
+        store.recall("a", "k0")
+        store.recall("a", "nothing")
+        store.remember("a", "k1", "changed")
+        store.remember("a", "k1", "v")  # re-asserted during its grey period
+        store.list_memories("a", namespace="")
+        store.context("a")
+        store.history("a", "s1", limit=5)
+        store.forget("b", "k2")
         store.storage.hot.conn.set_trace_callback(None)
         plans = _plans(store.storage.hot.conn, statements)
         assert len(plans) > 20

@@ -115,8 +115,8 @@ def run_once_command(
 ) -> None:
     """Run the maintenance jobs once, now.
 
-    Jobs run in this order: settle, expire, demote, prune, summarize. With --due, only those
-    whose schedule came round since their last success run (for timers). Exit 0 when every job
+    Jobs run in this order: settle, expire, demote, prune, retain, summarize. With --due, only
+    those whose schedule came round since their last success run (for timers). Exit 0 when every job
     succeeded (or was skipped), 4 when one failed, 75 when another run holds the job lock
     longer than service.lock_wait_seconds. With --now and --dry-run this is a what-if
     preview: memkeeper --now 2027-03-01 run-once --dry-run (a real run at a --now more than a

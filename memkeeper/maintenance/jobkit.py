@@ -101,8 +101,16 @@ class JobContext:
         """True once a stop was requested (SIGTERM): finish the current batch, then return."""
         return self.stop_event.is_set()
 
-    def set_total(self, total: int) -> None:
-        """Announce how many candidates the job will look at (for the progress display)."""
+    def set_total(self, total: int | Callable[[], int]) -> None:
+        """Announce how many candidates the job will look at (for the progress display).
+
+        Pass a function to have the count made only when someone displays progress: the
+        counting queries read as much as the selection itself.
+        """
+        if callable(total):
+            if self.progress is None:
+                return
+            total = total()
         self._total = total
         self._report()
 

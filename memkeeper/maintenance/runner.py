@@ -36,6 +36,7 @@ from memkeeper.maintenance.jobkit import (
     ProgressCallback,
 )
 from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.storage.files import DEFAULT_AUTOCHECKPOINT
 from memkeeper.storage.forgetting import finish_interrupted
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import reconcile_now
@@ -104,6 +105,10 @@ class RunReport:
             "ok": self.ok,
             "jobs": [result.to_dict(with_changes=with_changes) for result in self.results],
         }
+
+
+RUNNER_AUTOCHECKPOINT_PAGES = 800
+"""WAL pages after which the runner's own commits checkpoint (agents keep SQLite's 1000)."""
 
 
 class RunOptions(TypedDict, total=False):
@@ -241,6 +246,9 @@ def run_job(
             if finish_interrupted(store.storage):
                 bound.warning("finished an interrupted forget: both files rebuilt")
         bound.info("job started")
+        # The runner checkpoints (PASSIVE, after its own commits) before the WAL gets long,
+        # so an agent's commit never has to do the checkpoint work the pass caused.
+        store.storage.autocheckpoint(RUNNER_AUTOCHECKPOINT_PAGES)
         try:
             job.run(ctx)
             if ctx.should_stop():
@@ -275,6 +283,7 @@ def run_job(
             # truncate while a reader was active.
             store.storage.checkpoint()
     finally:
+        store.storage.autocheckpoint(DEFAULT_AUTOCHECKPOINT)
         lock.release()
     bound.info(
         "job finished",

@@ -21,7 +21,9 @@ from sqlite_utils import Database
 from memkeeper.errors import DatabaseMissing
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.schema import COLD, HOT
-from memkeeper.storage.sqlite import checkpoint, open_database
+from memkeeper.storage.sqlite import Tuning, checkpoint, open_database
+
+DEFAULT_AUTOCHECKPOINT = 1000  # SQLite's own default, in WAL pages
 
 SQL_CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
 
@@ -53,15 +55,24 @@ class Storage:
     """The hot database (always open) and the cold database (opened when first needed)."""
 
     def __init__(
-        self, hot_path: Path, cold_path: Path, *, busy_timeout_ms: int, create: bool = True
+        self,
+        hot_path: Path,
+        cold_path: Path,
+        *,
+        busy_timeout_ms: int,
+        create: bool = True,
+        tuning: Tuning | None = None,
     ) -> None:
         """Open the hot file; with ``create`` false a missing file is an error, not created."""
         self.hot_path = Path(hot_path)
         self.cold_path = Path(cold_path)
         self.busy_timeout_ms = busy_timeout_ms
+        self.tuning = tuning or Tuning(busy_timeout_ms=busy_timeout_ms)
         # One connection per file, shared by this object's threads; the lock serializes them.
         self.lock = threading.RLock()
-        hot = open_database(self.hot_path, HOT, busy_timeout_ms=busy_timeout_ms, create=create)
+        hot = open_database(
+            self.hot_path, HOT, busy_timeout_ms=busy_timeout_ms, create=create, tuning=self.tuning
+        )
         if hot is None:
             raise DatabaseMissing(
                 f"memory database {self.hot_path} does not exist (nothing was created); "
@@ -69,13 +80,31 @@ class Storage:
             )
         self.hot: Database = hot
         self._cold: Database | None = None
+        self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
+
+    def autocheckpoint(self, pages: int) -> None:
+        """Set how many WAL pages make this process's own commits checkpoint (PASSIVE).
+
+        The job runner sets a small number while it runs, so that it, not an agent's
+        commit, does the checkpoint work its writes cause; agents keep SQLite's default.
+        """
+        self.autocheckpoint_pages = pages
+        for db in (self.hot, self._cold):
+            if db is not None:
+                db.conn.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")
 
     def cold(self, *, create: bool) -> Database | None:
         """The cold database; None when it does not exist yet and ``create`` is false."""
         if self._cold is None:
             self._cold = open_database(
-                self.cold_path, COLD, busy_timeout_ms=self.busy_timeout_ms, create=create
+                self.cold_path,
+                COLD,
+                busy_timeout_ms=self.busy_timeout_ms,
+                create=create,
+                tuning=self.tuning,
             )
+            if self._cold is not None and self.autocheckpoint_pages != DEFAULT_AUTOCHECKPOINT:
+                self._cold.conn.execute(f"PRAGMA wal_autocheckpoint = {self.autocheckpoint_pages}")
         return self._cold
 
     def hot_images(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -108,7 +137,7 @@ class Storage:
         return found
 
     def checkpoint(self) -> None:
-        """Fold both WAL files into their databases (used after an erasure)."""
+        """Fold both WAL files into their databases, without waiting for or blocking anyone."""
         checkpoint(self.hot)
         cold = self.cold(create=False)
         if cold is not None:

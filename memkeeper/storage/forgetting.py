@@ -1,8 +1,9 @@
 """Erasure: a user's "forget this" removes every trace of the content, everywhere.
 
 Forgetting deletes the entries from the hot file and from cold storage, deletes every
-change-log row about them (their before/after images hold the content), and writes one
-tombstone row saying what was erased, when and by whom — ids and counts, never content.
+change-log row about them (their before/after images hold the content) and their counted
+uses (:mod:`memkeeper.storage.uses`), and writes one tombstone row saying what was erased,
+when and by whom — ids and counts, never content.
 Then :mod:`memkeeper.storage.scrub` makes sure no byte of an erased text is left in either file or
 its write-ahead log, including stale copies in the unused space of live pages.
 
@@ -31,6 +32,7 @@ from memkeeper.storage.files import Storage, chunks, placeholders
 from memkeeper.storage.scrub import needles_of, scrub
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import reconcile
+from memkeeper.storage.uses import delete_uses
 
 _TEXT_FIELDS = ("key", "value", "source")
 
@@ -137,6 +139,7 @@ def erase(
             _delete_ids(conn, "memories", "id", [r["id"] for r in hot_rows])
             counts["changes"] = _delete_ids(conn, "changes", "memory_id", all_ids)
             counts["changes"] += _delete_ids(conn, "changes", "id", [r["id"] for r in orphans])
+            delete_uses(hot, all_ids)  # ids and times only: not counted as erased content
             if selection.whole_user:
                 for table, columns in (
                     ("messages", ("content",)),

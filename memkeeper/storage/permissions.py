@@ -132,6 +132,7 @@ class ExplainedConnection(sqlite3.Connection):
     """
 
     memkeeper_path: Path
+    memkeeper_busy_ms: int
 
     def _raise_if_read_only(self, exc: sqlite3.OperationalError) -> None:
         unwritable = read_only_error(exc, self.memkeeper_path, "nothing was written")

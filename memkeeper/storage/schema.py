@@ -25,6 +25,7 @@ from typing import Any
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
+from memkeeper.storage.space import convert_to_incremental
 from memkeeper.storage.sqlite import FileKind
 
 HOT_APPLICATION_ID = 0x4D4B4844  # "MKHD"
@@ -59,10 +60,16 @@ _HOT_STEPS: list[str] = []
 _COLD_STEPS: list[str] = []
 
 
-def _step(migrations: Migrations, steps: list[str], name: str) -> Callable[[Any], Any]:
-    """Register a migration step and remember its name (what this version knows)."""
+def _step(
+    migrations: Migrations, steps: list[str], name: str, *, transactional: bool = True
+) -> Callable[[Any], Any]:
+    """Register a migration step and remember its name (what this version knows).
+
+    ``transactional=False``: a step that cannot run in a transaction (a ``VACUUM``); it must
+    be idempotent (see :func:`memkeeper.storage.sqlite.migrate`).
+    """
     steps.append(name)
-    return migrations(name=name)
+    return migrations(name=name, transactional=transactional)
 
 
 _MEMORY_COLUMNS_SQL = """
@@ -180,6 +187,51 @@ def _hot_pending_scrubs(db: Database) -> None:
     db.execute("CREATE TABLE pending_scrubs (id INTEGER PRIMARY KEY, at TEXT NOT NULL)")
 
 
+@_step(hot_migrations, _HOT_STEPS, "0003_uses")
+def _hot_uses(db: Database) -> None:
+    # Recalls of active entries, aggregated per entry and UTC day (memkeeper.storage.uses):
+    # a use is not a state change, so it is counted here instead of logged with images.
+    # first_at / last_at are UTC times of `day` (HH:MM:SS.ffffff), to keep rows small.
+    # Ids and times only, no content. Older databases keep their logged ``recall`` rows.
+    db.execute(
+        """
+        CREATE TABLE uses (
+            memory_id TEXT NOT NULL,
+            day TEXT NOT NULL,
+            count INTEGER NOT NULL CHECK (count > 0),
+            first_at TEXT NOT NULL,
+            last_at TEXT NOT NULL,
+            PRIMARY KEY (memory_id, day)
+        ) WITHOUT ROWID
+        """
+    )
+
+
+@_step(hot_migrations, _HOT_STEPS, "0004_incremental_vacuum", transactional=False)
+def _hot_incremental_vacuum(db: Database) -> None:
+    # Free pages go back to the file system in bounded steps (memkeeper.storage.space).
+    convert_to_incremental(db)
+
+
+@_step(hot_migrations, _HOT_STEPS, "0005_fewer_indexes")
+def _hot_fewer_indexes(db: Database) -> None:
+    # Every index costs every transition. (user_id, namespace, key) duplicated what the
+    # current-key index serves for recall and the owner index serves for forget by key.
+    # The rules' indexes carry the columns their filters read, so a pass with nothing due
+    # answers from the index alone instead of reading every long-unused row.
+    db.executescript(
+        """
+        DROP INDEX IF EXISTS memories_by_key;
+        DROP INDEX IF EXISTS memories_due_by_use;
+        CREATE INDEX memories_due_by_use
+            ON memories (state, kind, last_used_at, confidence, pinned, id);
+        DROP INDEX IF EXISTS memories_ttl_override;
+        CREATE INDEX memories_ttl_override ON memories (ttl_days, state, last_used_at, id)
+            WHERE ttl_days IS NOT NULL;
+        """
+    )
+
+
 @_step(cold_migrations, _COLD_STEPS, "0001_initial")
 def _cold_initial(db: Database) -> None:
     db.executescript(
@@ -200,6 +252,11 @@ def _cold_initial(db: Database) -> None:
         );
         """
     )
+
+
+@_step(cold_migrations, _COLD_STEPS, "0002_incremental_vacuum", transactional=False)
+def _cold_incremental_vacuum(db: Database) -> None:
+    convert_to_incremental(db)
 
 
 _HOT_ROLE = "hot (memory.db)"

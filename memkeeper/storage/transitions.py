@@ -12,6 +12,10 @@ A, should become image B (or be created, or removed), because ...". :func:`apply
 
 With ``dry_run`` it stops after step 2 and reports what would change, writing nothing.
 
+A use is not a change: a recall of an active entry updates only its use columns, in place,
+and counts the use in ``uses`` (:mod:`memkeeper.storage.uses`). That still changes the
+entry's image, so step 2 sees it and a job selected before it leaves the entry alone.
+
 Crash safety across the two files. A move between files is three commits, ordered so that a
 crash at any instant leaves the entry recoverable in exactly one place:
 
@@ -28,8 +32,9 @@ moved the entry again.
 :func:`reconcile` (run under the hot lock before every apply, after every move, and at the
 start of every job run) settles marked ids: if the id is in the hot file, the hot file is the
 truth — the move either never committed there (hot→cold) or committed (cold→hot) — and the
-cold copy goes; otherwise the cold copy is the only one and stays. Either way the mark is
-cleared.
+cold copy goes; so it does when the hot file's change log says the entry was removed (its
+latest row has no after image: a removal from cold storage, such as a cold purge, committed);
+otherwise the cold copy is the only one and stays. Either way the mark is cleared.
 """
 
 from __future__ import annotations
@@ -120,9 +125,18 @@ def cold_image(image: Image, reason: str, now: datetime) -> Image:
 
 
 def used_image(image: Image, now: datetime) -> Image:
-    """``image`` marked as used (recalled) at ``now``."""
+    """``image`` marked as used (recalled) at ``now``.
+
+    ``last_accessed_at`` never moves back: a process whose clock lags another's (or a
+    ``--now`` in the past) counts its use without making the entry look unused for longer.
+    So the last use is the latest use time, which the ``uses`` table can tell on its own.
+    """
+    stamp = to_db(now)
+    accessed = image["last_accessed_at"]
     return with_changes(
-        image, last_accessed_at=to_db(now), access_count=int(image["access_count"]) + 1
+        image,
+        last_accessed_at=accessed if accessed and accessed > stamp else stamp,
+        access_count=int(image["access_count"]) + 1,
     )
 
 
@@ -257,9 +271,26 @@ def reconcile(storage: Storage) -> int:
     marked = [row["id"] for row in cold.query("SELECT id FROM moves_in_flight")]
     if not marked:
         return 0
-    stale = list(storage.hot_images(marked))
+    in_hot = set(storage.hot_images(marked))
+    stale = [*in_hot, *_removed(storage, [i for i in marked if i not in in_hot])]
     _clear_cold(storage, stale, marked)
     return len(stale)
+
+
+def _removed(storage: Storage, ids: Sequence[str]) -> list[str]:
+    """Those of ``ids`` whose latest change-log row removed the entry (no after image)."""
+    found: list[str] = []
+    for part in chunks(list(ids)):
+        found += [
+            row[0]
+            for row in storage.hot.execute(
+                "SELECT memory_id FROM changes WHERE after IS NULL AND id IN (SELECT max(id)"
+                f" FROM changes WHERE memory_id IN ({placeholders(len(part))})"
+                " GROUP BY memory_id)",
+                list(part),
+            )
+        ]
+    return found
 
 
 def reconcile_now(storage: Storage) -> int:

@@ -36,6 +36,7 @@ from memkeeper.config import Config
 from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message
 from memkeeper.settings import database_paths, resolve
 from memkeeper.storage.files import Storage
+from memkeeper.storage.sqlite import Tuning
 from memkeeper.store import (
     context,
     conversations,
@@ -84,11 +85,18 @@ class MemoryStore:
         # The same resolution as the CLI and the service: a Config, a config file, or None
         # for MEMKEEPER_CONFIG / the per-user config file (missing = defaults).
         settings = resolve(path, config)
+        database = settings.config.database
         storage = Storage(
             settings.hot_path,
             settings.cold_path,
-            busy_timeout_ms=settings.config.database.busy_timeout_ms,
+            busy_timeout_ms=database.busy_timeout_ms,
             create=create,
+            tuning=Tuning(
+                busy_timeout_ms=database.busy_timeout_ms,
+                synchronous=database.synchronous,
+                cache_mb=database.cache_mb,
+                mmap_mb=database.mmap_mb,
+            ),
         )
         self._core = StoreCore(storage, settings.config, clock or system_now, actor)
 
@@ -252,9 +260,10 @@ class MemoryStore:
     ) -> Memory | None:
         """The current value of ``key`` (None when absent), marked as used.
 
-        A pending-review entry is renewed to active; an entry found only in cold storage is
-        brought back to active. Every recall is a logged change (action ``recall``, ``renew``
-        or ``restore``), so the change log holds an entry's complete history.
+        A pending-review entry is renewed to active and an entry found only in cold storage
+        is brought back to active: logged changes (``renew``, ``restore``). Recalling an
+        active entry is one short write that updates its use in place and counts it in the
+        ``uses`` table, without a change-log row (:mod:`memkeeper.store.recall`).
         """
         return recall.recall(self._core, user_id, key, namespace=namespace, kind=kind)
 
@@ -349,5 +358,6 @@ class MemoryStore:
         return inspection.job_runs(self._core, job=job, limit=limit)
 
     def status(self) -> dict[str, Any]:
-        """Counts per state and kind, the files and their sizes, and the last run of each job."""
+        """Counts per state and kind, the files (sizes, pages, each table's rows and bytes),
+        warnings when the change log or a WAL outgrows ``[status]``, each job's last run."""
         return inspection.status(self._core)
