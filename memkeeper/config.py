@@ -47,11 +47,18 @@ class DatabaseSection(_Section):
         description="How long a writer waits for another process's lock, in milliseconds.",
     )
     batch_size: int = Field(
-        200,
+        500,
         gt=0,
         le=10000,
-        description="Entries changed per transaction by jobs and imports: small enough that a "
-        "batch holds the write lock for milliseconds, so agents never wait long.",
+        description="Most entries changed per transaction by jobs and imports (jobs also "
+        "keep each transaction near lock_hold_ms).",
+    )
+    lock_hold_ms: float = Field(
+        20,
+        gt=0,
+        le=10000,
+        description="How long a job's write transaction should hold the write lock, in "
+        "milliseconds: jobs size their transactions (up to batch_size) to stay near it.",
     )
     synchronous: Literal["normal", "full"] = Field(
         "normal",
@@ -59,7 +66,13 @@ class DatabaseSection(_Section):
         "may lose the last commits since a checkpoint, never corrupt the file; a forget is "
         "always on disk when it returns. full: every commit also syncs the WAL (slower).",
     )
-    cache_mb: int = Field(64, gt=0, le=65536, description="Page cache per connection, in MiB.")
+    cache_mb: int = Field(
+        32,
+        gt=0,
+        le=65536,
+        description="Page cache per connection (the hot and the cold file each have one), in "
+        "MiB. Larger helps a pass over a large database; it counts in the RSS.",
+    )
     mmap_mb: int = Field(
         0,
         ge=0,

@@ -11,6 +11,7 @@ and undo work the same for every job.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,31 @@ ProgressCallback = Callable[[str, int, int | None], None]
 """``progress(job, done, total)`` — called as a job works through its candidates."""
 
 
+class LockPacer:
+    """Sizes a job's write transactions so each holds the write lock about ``target_ms``.
+
+    A transaction's time grows with its rows, and the cost per row with the database (a
+    cold page cache, deeper indexes): measured at 1,000,000 memories, 200 rows held the lock
+    up to 52 ms where 100,000 memories took 18 ms. After each transaction the size moves
+    toward the target: down at once when a transaction ran long, up gently when it ran
+    short, between 1 and ``largest`` (``[database] batch_size``).
+    """
+
+    def __init__(self, largest: int, target_ms: float) -> None:
+        self.largest = largest
+        self.target = target_ms / 1000
+        self.size = max(1, min(largest, 50))
+
+    def observe(self, rows: int, seconds: float) -> None:
+        """Adjust the next size after ``rows`` took ``seconds``."""
+        if rows < self.size or seconds <= 0:
+            return  # a short tail batch says little about the rate
+        if seconds > self.target:
+            self.size = max(1, int(rows * self.target / seconds * 0.9))
+        elif seconds < self.target / 2:
+            self.size = min(self.largest, max(self.size + 1, int(self.size * 1.25)))
+
+
 @dataclass
 class JobContext:
     """Everything one job run needs: the store, its config section, the clock, the mode."""
@@ -84,6 +110,11 @@ class JobContext:
     keep_planned: int = 10_000
     _total: int | None = None
     _done: int = 0
+    pacer: LockPacer = field(init=False)
+
+    def __post_init__(self) -> None:
+        database = self.store.config.database
+        self.pacer = LockPacer(database.batch_size, database.lock_hold_ms)
 
     @property
     def actor(self) -> str:
@@ -129,8 +160,26 @@ class JobContext:
         self.log.warning("skipped what this job cannot process", why=why, **where)
 
     def apply(self, transitions: Sequence[Transition]) -> list[Outcome]:
-        """Apply one batch through the shared mechanism (or preview it in a dry run)."""
-        outcomes = apply(
+        """Apply one batch through the shared mechanism (or preview it in a dry run).
+
+        The batch is written in transactions sized to hold the write lock for about
+        ``[database] lock_hold_ms`` each (see :class:`LockPacer`), so agents waiting for it
+        wait milliseconds however large or cold the database is.
+        """
+        if self.dry_run:
+            return self._tally(self._apply(transitions))
+        outcomes: list[Outcome] = []
+        start = 0
+        while start < len(transitions):
+            part = transitions[start : start + self.pacer.size]
+            began = time.monotonic()
+            outcomes += self._apply(part)
+            self.pacer.observe(len(part), time.monotonic() - began)
+            start += len(part)
+        return self._tally(outcomes)
+
+    def _apply(self, transitions: Sequence[Transition]) -> list[Outcome]:
+        return apply(
             self.store.storage,
             transitions,
             actor=self.actor,
@@ -138,6 +187,8 @@ class JobContext:
             run_id=self.run_id,
             dry_run=self.dry_run,
         )
+
+    def _tally(self, outcomes: list[Outcome]) -> list[Outcome]:
         for outcome in outcomes:
             if not outcome.applied:
                 self.skipped += 1
