@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.config import Config
+from memkeeper.storage.schema import COLD_COLUMNS, MEMORY_COLUMNS
 from memkeeper.store import MemoryStore
 
 NOW = datetime(2027, 1, 1, 3, 0, tzinfo=UTC)
@@ -67,26 +68,9 @@ FILLER = (
     "river; meets the team on Tuesdays; drinks tea, not coffee; "
 )
 
-MEMORY_FIELDS = (
-    "id",
-    "user_id",
-    "namespace",
-    "kind",
-    "key",
-    "value",
-    "source",
-    "confidence",
-    "state",
-    "pinned",
-    "ttl_days",
-    "created_at",
-    "updated_at",
-    "last_accessed_at",
-    "access_count",
-    "state_since",
-    "last_used_at",
-)
-COLD_FIELDS = (*MEMORY_FIELDS, "cold_reason", "retired_at")
+# The rows are built in the schema's own column order.
+MEMORY_FIELDS = MEMORY_COLUMNS
+COLD_FIELDS = COLD_COLUMNS
 MESSAGE_FIELDS = ("user_id", "namespace", "session_id", "role", "content", "created_at")
 
 
