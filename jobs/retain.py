@@ -28,11 +28,13 @@ from memkeeper.jobs._common import cutoff, days_since
 from memkeeper.config_retention import RetainJob
 from memkeeper.maintenance.jobkit import Job, JobContext
 from memkeeper.storage.changelog import image_of
+from memkeeper.storage.keywords import compact
 from memkeeper.storage.retention import scan_changes, thin_changes
 from memkeeper.storage.space import free_pages, release_free_pages
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Transition
 from memkeeper.storage.uses import delete_uses
+from memkeeper.storage.vectors import delete_vectors
 
 # Keyset pagination on (retired_at, rowid), which the index on retired_at holds (it has no
 # id): first the rest of the last batch's time, then later times. Many entries share one
@@ -77,17 +79,24 @@ def _purge_cold(ctx: JobContext, config: RetainJob) -> None:
             f"retired {age} days ago; cold purge after {config.cold_purge_days} days",
         )
 
+    purged_any = False
     for batch in _cold_due(ctx, cold, cutoff(ctx.now, config.cold_purge_days)):
         outcomes = ctx.apply([make(image) for image in batch])
         purged = [o.transition.memory_id for o in outcomes if o.applied]
+        purged_any = purged_any or bool(purged)
         if purged and not ctx.dry_run:
-            # Their counted uses (ids and times) go with them.
+            # Their counted uses (ids and times) and their vectors go with them.
             hot = ctx.store.storage.hot
             with ctx.store.storage.lock, immediate_transaction(hot):
                 delete_uses(hot, purged)
+                delete_vectors(hot, purged)
         ctx.advance(len(batch))
         if ctx.should_stop():
             return
+    if purged_any and not ctx.dry_run:
+        # The keyword index keeps purged rows' data until it is rewritten: rewrite it, so
+        # the pages come free for _return_free_pages.
+        compact(cold, "cold_memories")
 
 
 def _previous_watermark(ctx: JobContext) -> int:

@@ -1,8 +1,9 @@
 """Erasure: a user's "forget this" removes every trace of the content, everywhere.
 
 Forgetting deletes the entries from the hot file and from cold storage, deletes every
-change-log row about them (their before/after images hold the content) and their counted
-uses (:mod:`memkeeper.storage.uses`), and writes one tombstone row saying what was erased,
+change-log row about them (their before/after images hold the content), their counted
+uses (:mod:`memkeeper.storage.uses`) and their embedding vectors
+(:mod:`memkeeper.storage.vectors`), and writes one tombstone row saying what was erased,
 when and by whom — ids and counts, never content.
 Then :mod:`memkeeper.storage.scrub` makes sure no byte of an erased text is left in either file or
 its write-ahead log, including stale copies in the unused space of live pages.
@@ -26,13 +27,14 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.storage import transitions
+from memkeeper.storage import keywords, transitions
 from memkeeper.storage.changelog import change_row, insert_changes
 from memkeeper.storage.files import Storage, chunks, placeholders
 from memkeeper.storage.scrub import needles_of, scrub
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import reconcile
 from memkeeper.storage.uses import delete_uses
+from memkeeper.storage.vectors import delete_vectors
 
 _TEXT_FIELDS = ("key", "value", "source")
 
@@ -140,6 +142,7 @@ def erase(
             counts["changes"] = _delete_ids(conn, "changes", "memory_id", all_ids)
             counts["changes"] += _delete_ids(conn, "changes", "id", [r["id"] for r in orphans])
             delete_uses(hot, all_ids)  # ids and times only: not counted as erased content
+            delete_vectors(hot, all_ids)  # embeddings: no text, but derived from it
             if selection.whole_user:
                 for table, columns in (
                     ("messages", ("content",)),
@@ -186,11 +189,15 @@ def erase(
 
 
 def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence[int]) -> None:
-    """Scrub both files (see :mod:`~memkeeper.storage.scrub`), then drop those markers."""
+    """Purge the keyword indexes' deleted trigrams, scrub both files (see
+    :mod:`~memkeeper.storage.scrub`), then drop those markers."""
     files = [(storage.hot, storage.hot_path)]
     cold = storage.cold(create=False)
     if cold is not None:
         files.append((cold, storage.cold_path))
+    for (db, _path), table in zip(files, keywords.TABLES, strict=False):
+        with immediate_transaction(db):
+            keywords.purge_deleted(db, table)
     scrub(files, needles, timeout_s=storage.busy_timeout_ms / 1000)
     transitions.step_hook("forget-scrubbed")
     with immediate_transaction(storage.hot):

@@ -1,0 +1,294 @@
+"""The keyword index (issue 11, "2. Keyword"): FTS5 trigram over key and value, kept in step
+by triggers in both files, filtered by owner, and erased with no residue."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from helpers import T0, files_containing
+from sqlite_utils import Database
+
+from memkeeper import MemoryStore
+from memkeeper.clock import to_db
+from memkeeper.maintenance import curation
+from memkeeper.maintenance.runner import run_once
+from memkeeper.paths import cold_path_for
+from memkeeper.storage.keywords import keyword_scores
+from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
+from memkeeper.storage.scrub import scrub
+
+CURRENT = ("active", "pending_review")
+
+
+def find(
+    db: Database | None,
+    query: str,
+    *,
+    table: str = "memories",
+    user: str = "alice",
+    namespaces: tuple[str, ...] = ("",),
+    kinds: tuple[str, ...] | None = None,
+    states: tuple[str, ...] = CURRENT,
+    limit: int = 10,
+) -> list[tuple[str, float]]:
+    assert db is not None
+    return keyword_scores(
+        db,
+        table=table,
+        user_id=user,
+        namespaces=namespaces,
+        query=query,
+        kinds=kinds,
+        states=states,
+        limit=limit,
+    )
+
+
+def ids(hits: list[tuple[str, float]]) -> list[str]:
+    return [memory_id for memory_id, _ in hits]
+
+
+def check_index(db: Database | None, table: str) -> None:
+    """FTS5's own check: the index matches the content table exactly."""
+    assert db is not None
+    db.conn.execute(f"INSERT INTO {table}_fts ({table}_fts, rank) VALUES ('integrity-check', 1)")
+
+
+@pytest.fixture
+def store(db_path: Path):
+    with MemoryStore(db_path) as opened:
+        yield opened
+
+
+def test_english_and_chinese_match(store: MemoryStore) -> None:
+    pdf = store.remember("alice", "report_format", "PDF")
+    note = store.add_note("alice", "封面加公司logo")
+    other = store.remember("alice", "city", "Lisbon")
+    hot = store.storage.hot
+    assert ids(find(hot, "公司logo")) == [note.id]
+    assert ids(find(hot, "封面")) == [note.id]  # two characters: the substring scan
+    assert ids(find(hot, "LOGO")) == [note.id]  # case-insensitive
+    assert ids(find(hot, "report format")) == [pdf.id]
+    assert find(hot, "how does this user want reports?") == []  # "reports" is no substring
+    assert ids(find(hot, "pdf")) == [pdf.id]
+    assert find(hot, "Madrid") == []
+    hits = find(hot, "lisbon or pdf")
+    assert sorted(ids(hits)) == sorted([pdf.id, other.id])
+    assert hits[0][1] == 1.0 and all(0 < score <= 1 for _, score in hits)
+
+
+def test_short_queries_scan_the_users_rows(store: MemoryStore) -> None:
+    pdf = store.remember("alice", "report_format", "PDF")
+    store.remember("bob", "report_format", "PDF")
+    hot = store.storage.hot
+    assert ids(find(hot, "pd")) == [pdf.id]
+    assert ids(find(hot, "F")) == [pdf.id]
+    assert ids(find(hot, "_f")) == [pdf.id]  # LIKE wildcards are escaped: a literal "_"
+    assert find(hot, "%") == []
+    assert find(hot, "") == [] and find(hot, "   ") == []
+    both = store.remember("alice", "ab", "xy")
+    hits = find(hot, "ab xy")
+    assert hits[0] == (both.id, 1.0)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"', "*", "AND", "(", "a AND (b", '"unterminated', "NEAR(logo cover)", "key:logo", "-x",
+     "^abc", "logo*", "OR OR", "NOT", ")(", "'; DROP TABLE memories; --", "\\", "\x00abc"],
+)  # fmt: skip
+def test_fts_syntax_in_queries_never_raises(store: MemoryStore, query: str) -> None:
+    store.remember("alice", "cover", 'logo AND (big) "quoted" NEAR*')
+    find(store.storage.hot, query)
+
+
+def test_quotes_and_operators_are_matched_as_text(store: MemoryStore) -> None:
+    entry = store.remember("alice", "cover", 'logo AND (big) "quoted" NEAR*')
+    hot = store.storage.hot
+    assert ids(find(hot, '"quoted"')) == [entry.id]
+    assert ids(find(hot, "AND (big)")) == [entry.id]
+
+
+def test_users_and_namespaces_never_mix(store: MemoryStore) -> None:
+    mine = store.remember("alice", "tool", "pandas dataframe")
+    project = store.remember("alice", "tool", "pandas dataframe", namespace="proj")
+    store.remember("bob", "tool", "pandas dataframe")
+    hot = store.storage.hot
+    for query in ("pandas", "pa"):
+        assert ids(find(hot, query)) == [mine.id]
+        assert ids(find(hot, query, namespaces=("proj",))) == [project.id]
+        assert sorted(ids(find(hot, query, namespaces=("", "proj")))) == sorted(
+            [mine.id, project.id]
+        )
+        assert find(hot, query, user="carol") == []
+        assert find(hot, query, namespaces=()) == []
+
+
+def test_kinds_and_states_filter(store: MemoryStore) -> None:
+    old = store.remember("alice", "style", "formal tone")
+    new = store.remember("alice", "style", "casual tone")  # conflict: old is superseded
+    note = store.add_note("alice", "tone of the meeting was tense")
+    hot = store.storage.hot
+    assert sorted(ids(find(hot, "tone"))) == sorted([new.id, note.id])
+    assert ids(find(hot, "tone", kinds=("note",))) == [note.id]
+    assert ids(find(hot, "tone", kinds=("fact",))) == [new.id]
+    assert find(hot, "tone", kinds=()) == []
+    assert ids(find(hot, "formal", states=("superseded",))) == [old.id]
+    assert find(hot, "formal") == []
+    assert len(find(hot, "tone", limit=1)) == 1
+
+
+def test_the_index_follows_every_change_and_move(db_path: Path) -> None:
+    now = [T0]
+    store = MemoryStore(db_path, clock=lambda: now[0])
+    kept = store.remember("alice", "hot", "keepsake value")
+    first = store.remember("alice", "cold", "wanderer value")
+    second = store.remember("alice", "cold", "wanderer again")  # conflict
+    hot = store.storage.hot
+    assert ids(find(hot, "wanderer")) == [second.id]
+    now[0] += timedelta(days=10)
+    store.recall("alice", "hot")
+    for days in (200, 30):  # expire, then retire to cold after the grace period
+        now[0] += timedelta(days=days)
+        run_once(store, ["expire"])
+        store.recall("alice", "hot")
+    cold = store.storage.cold(create=False)
+    states = {m.id: m.state for m in store.list_memories("alice")}
+    assert states[second.id] == "cold" and states[kept.id] == "active"
+    hot_states = ("active", "pending_review", "superseded")
+    assert second.id not in ids(find(hot, "wanderer", states=hot_states))
+    assert first.id not in ids(find(hot, "wanderer", states=hot_states)) or (
+        states.get(first.id) == "superseded"
+    )
+    assert second.id in ids(find(cold, "wanderer", table="cold_memories", states=("cold",)))
+    assert ids(find(hot, "keepsake")) == [kept.id]
+    check_index(hot, "memories")
+    check_index(cold, "cold_memories")
+    curation.restore(store, [second.id])
+    assert ids(find(hot, "wanderer")) == [second.id]
+    assert second.id not in ids(find(cold, "wanderer", table="cold_memories", states=("cold",)))
+    check_index(hot, "memories")
+    check_index(cold, "cold_memories")
+    store.forget("alice", "cold")
+    assert find(hot, "wanderer", states=hot_states) == []
+    assert find(cold, "wanderer", table="cold_memories", states=("cold",)) == []
+    check_index(hot, "memories")
+    check_index(cold, "cold_memories")
+    store.close()
+
+
+def test_insert_or_replace_keeps_the_index_exact(store: MemoryStore) -> None:
+    # Moves re-run after a crash write cold rows with INSERT OR REPLACE: no stale entry left.
+    entry = store.remember("alice", "k", "replaced value")
+    cold = store.storage.cold(create=True)
+    assert cold is not None
+    row = dict(store.storage.hot_images([entry.id])[entry.id])
+    row.update(state="cold", cold_reason="test", retired_at=row["updated_at"])
+    names = ", ".join(row)
+    marks = ", ".join(f":{c}" for c in row)
+    for value in ("replaced value", "second value"):
+        row["value"] = value
+        cold.conn.execute(f"INSERT OR REPLACE INTO cold_memories ({names}) VALUES ({marks})", row)
+    check_index(cold, "cold_memories")
+    assert ids(find(cold, "second", table="cold_memories", states=("cold",))) == [entry.id]
+    assert find(cold, "replaced", table="cold_memories", states=("cold",)) == []
+
+
+def test_migration_indexes_existing_rows(db_path: Path) -> None:
+    stamp = to_db(T0)
+    row = {
+        "user_id": "alice", "namespace": "", "kind": "fact", "source": "chat",
+        "confidence": 0.9, "pinned": 0, "ttl_days": None, "created_at": stamp,
+        "updated_at": stamp, "last_accessed_at": None, "access_count": 0,
+        "state_since": stamp, "last_used_at": stamp,
+    }  # fmt: skip
+    for path, kind, migrations, before, table, extra in (
+        (db_path, HOT, hot_migrations, "0006_keywords", "memories", {"state": "active"}),
+        (
+            cold_path_for(db_path),
+            COLD,
+            cold_migrations,
+            "0003_keywords",
+            "cold_memories",
+            {"state": "cold", "cold_reason": "expired", "retired_at": stamp},
+        ),
+    ):
+        db = Database(sqlite3.connect(path, isolation_level=None))
+        db.conn.execute("PRAGMA journal_mode = WAL")
+        migrations.apply(db, stop_before=before)
+        db.conn.execute(f"PRAGMA application_id = {kind.application_id}")
+        db[table].insert({**row, **extra, "id": f"{table}-1", "key": "city", "value": "北京朝阳区"})
+        db.conn.close()
+    with MemoryStore(db_path) as store:
+        cold = store.storage.cold(create=False)
+        assert ids(find(store.storage.hot, "京朝阳")) == ["memories-1"]
+        assert ids(find(cold, "京朝阳", table="cold_memories", states=("cold",))) == [
+            "cold_memories-1"
+        ]
+        check_index(store.storage.hot, "memories")
+        check_index(cold, "cold_memories")
+
+
+def test_rebuilding_a_file_keeps_the_index_pointing_at_the_right_rows(store: MemoryStore) -> None:
+    entries = [store.remember("alice", f"k{i}", f"value{i:03d}x") for i in range(40)]
+    for entry in entries[::3]:
+        store.forget_memory(entry.id)
+    scrub([(store.storage.hot, store.path)], None, timeout_s=1)  # VACUUM
+    check_index(store.storage.hot, "memories")
+    for i, entry in enumerate(entries):
+        expected = [] if i % 3 == 0 else [entry.id]
+        assert ids(find(store.storage.hot, f"value{i:03d}x")) == expected
+
+
+# Letters outside hex and digits, so no id or timestamp holds these trigrams by chance.
+SECRETS = {"hot": "zqxjvwkpy hot", "cold": "qyzxwvjkm cold", "moved": "jzkqvxwyp moved"}
+
+
+def _trigrams(text: str) -> list[bytes]:
+    word = text.split(maxsplit=1)[0]
+    return [word[i : i + 3].encode() for i in range(len(word) - 2)]
+
+
+def _store_with_indexed_secrets(db_path: Path) -> MemoryStore:
+    now = [T0]
+    store = MemoryStore(db_path, clock=lambda: now[0])
+    for key, value in SECRETS.items():
+        store.remember("alice", key, value)
+    store.remember("bob", "city", "Lisbon")
+    now[0] += timedelta(days=10)
+    store.recall("alice", "hot")
+    for days in (200, 30):  # "cold" and "moved" retire to cold
+        now[0] += timedelta(days=days)
+        run_once(store, ["expire"])
+        store.recall("alice", "hot")
+        store.recall("bob", "city")
+    moved = [m.id for m in store.list_memories("alice") if m.key == "moved"]
+    curation.restore(store, moved)  # back to hot: the cold index keeps its deleted trigrams
+    states = {m.key: m.state for m in store.list_memories("alice")}
+    assert states == {"hot": "active", "cold": "cold", "moved": "active"}
+    return store
+
+
+def _residue(db_path: Path) -> list[tuple[bytes, list[str]]]:
+    needles = [n for value in SECRETS.values() for n in (value.encode(), *_trigrams(value))]
+    return [(n, files) for n in needles if (files := files_containing(db_path, n))]
+
+
+@pytest.mark.parametrize("how", ["user", "keys"])
+def test_forget_leaves_no_trigram_in_either_file(db_path: Path, how: str) -> None:
+    store = _store_with_indexed_secrets(db_path)
+    store.storage.checkpoint()
+    assert _residue(db_path)  # the index does hold trigrams of the values
+    if how == "user":
+        store.forget_user("alice")
+    else:
+        for key in SECRETS:
+            assert store.forget("alice", key) == 1
+    assert _residue(db_path) == []
+    hot, cold = store.storage.hot, store.storage.cold(create=False)
+    assert find(hot, "Lisbon", user="bob")
+    check_index(hot, "memories")
+    check_index(cold, "cold_memories")
+    store.close()
