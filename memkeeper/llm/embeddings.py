@@ -1,0 +1,206 @@
+"""Embeddings through the ``zhipuai`` SDK, with the chat client's retries and errors.
+
+:class:`Embedder` posts lists of texts to ``{base_url}/embeddings``
+(``client.embeddings.create``), so any OpenAI-compatible embeddings endpoint works by base
+URL. The key, base URL, retries and error classification are the summarizer's
+(:mod:`memkeeper.llm.retries`); the timeout is the caller's (a query's embedding waits a few
+seconds, the index job longer).
+
+Every answer is checked before anyone sees it: one vector per input, each of the asked
+dimension, every component finite and not all zero. Anything else is :class:`LlmBadAnswer`
+(final, not retried: the same request would get the same answer). Vectors come back as
+float32 and L2-normalized, so similarity is a dot product.
+
+``zhipuai``, ``httpx`` and ``numpy`` are imported when an embedder is created, not when this
+module is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memkeeper.config import LlmSection
+from memkeeper.llm.endpoint import describe_endpoint
+from memkeeper.llm.errors import LlmBadAnswer, LlmError, LlmUnavailable
+from memkeeper.llm.retries import Retry, backoff, classify
+from memkeeper.logs import register_secret
+
+if TYPE_CHECKING:
+    import httpx
+    import numpy
+    import zhipuai
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """One successful call: a vector per input (float32, unit length), and what it cost."""
+
+    vectors: list[numpy.ndarray]
+    attempts: int
+    tokens: int
+
+    @property
+    def retries(self) -> int:
+        return self.attempts - 1
+
+
+class Embedder:
+    """Embeddings of lists of texts; safe to share between threads (httpx's client is).
+
+    ``sleep`` is the backoff wait (a test seam); ``max_connections`` sizes the pool so that
+    that many concurrent calls never queue inside httpx; ``max_retries`` overrides
+    ``[llm] max_retries`` (a query's embedding is tried once).
+    """
+
+    def __init__(
+        self,
+        config: LlmSection,
+        *,
+        api_key: str,
+        model: str,
+        dimensions: int,
+        timeout_s: float,
+        max_connections: int = 4,
+        max_retries: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        import httpx  # deferred: only a run that embeds pays for the SDK
+        import zhipuai
+
+        if dimensions <= 0:
+            raise ValueError(f"dimensions must be positive, not {dimensions}")
+        register_secret(api_key)
+        update: dict[str, Any] = {"timeout_seconds": timeout_s}
+        if max_retries is not None:
+            update["max_retries"] = max_retries
+        # The same section with this embedder's timeout: classify() words timeouts with it.
+        self.config = config.model_copy(update=update)
+        self.model = model
+        self.dimensions = dimensions
+        self._sleep = sleep
+        self._http: httpx.Client = httpx.Client(
+            timeout=timeout_s,
+            limits=httpx.Limits(
+                max_connections=max(max_connections, 1),
+                max_keepalive_connections=max(max_connections, 1),
+            ),
+        )
+        try:
+            self._client: zhipuai.ZhipuAI = zhipuai.ZhipuAI(
+                api_key=api_key,
+                base_url=config.base_url or None,  # None: ZHIPUAI_BASE_URL, else Zhipu's
+                timeout=timeout_s,
+                max_retries=0,
+                http_client=self._http,
+            )
+        except Exception as exc:
+            self._http.close()
+            raise LlmError(f"cannot set up the embeddings client ({type(exc).__name__})") from None
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint, safe to log."""
+        return describe_endpoint(self.config.base_url or None)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Embedder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def embed(self, texts: Sequence[str]) -> list[numpy.ndarray]:
+        """One vector per text (float32, unit length); raises an LlmError otherwise."""
+        return self.embed_counted(texts).vectors
+
+    def embed_counted(self, texts: Sequence[str]) -> Embedded:
+        """:meth:`embed`, with the attempts and tokens the call took.
+
+        Retries transient failures with the summarizer's backoff. Like the chat client, our
+        exceptions are raised outside the SDK's ``except`` blocks, so they carry no
+        ``__context__`` quoting the server (which may echo the key).
+        """
+        batch = [str(text) for text in texts]
+        if not batch:
+            return Embedded([], 0, 0)
+        retries = self.config.max_retries
+        problem = "no attempt made"
+        for attempt in range(retries + 1):
+            outcome = self._attempt(batch, attempt + 1)
+            if isinstance(outcome, Embedded):
+                return outcome
+            if isinstance(outcome, LlmError):
+                raise outcome
+            problem, hint = outcome
+            if attempt < retries:
+                self._sleep(backoff(self.config, attempt, hint))
+        raise LlmUnavailable(
+            f"the embeddings endpoint {self.endpoint} is unavailable: {problem} "
+            f"(after {retries + 1} attempt{'s' if retries else ''})",
+            attempts=retries + 1,
+        )
+
+    def _attempt(self, batch: list[str], attempts: int) -> Embedded | LlmError | Retry:
+        try:
+            answer = self._client.embeddings.create(
+                model=self.model, input=batch, dimensions=self.dimensions
+            )
+        except Exception as exc:
+            outcome = classify(exc, config=self.config, endpoint=self.endpoint, attempts=attempts)
+            if outcome is None:
+                raise  # not the SDK's: a bug, with its own traceback
+            return outcome
+        vectors, problem = self._vectors_of(answer, len(batch))
+        if problem:
+            return LlmBadAnswer(
+                f"the embeddings endpoint {self.endpoint} answered with unusable vectors: "
+                f"{problem}",
+                attempts=attempts,
+            )
+        return Embedded(vectors, attempts, _tokens_of(answer))
+
+    def _vectors_of(self, answer: Any, expected: int) -> tuple[list[numpy.ndarray], str]:
+        """The answer's vectors in input order, normalized; or a problem in words."""
+        import numpy as np
+
+        data = getattr(answer, "data", None)
+        if not isinstance(data, list):
+            return [], "no list of vectors"
+        if len(data) != expected:
+            return [], f"{len(data)} vectors for {expected} inputs"
+        indexes = [getattr(item, "index", None) for item in data]
+        if all(isinstance(i, int) for i in indexes):
+            if sorted(indexes) != list(range(expected)):
+                return [], "vector indexes do not match the inputs"
+            data = [item for _, item in sorted(zip(indexes, data, strict=True))]
+        vectors = []
+        for position, item in enumerate(data):
+            try:
+                vector = np.asarray(getattr(item, "embedding", None), dtype=np.float64)
+            except (TypeError, ValueError):
+                return [], f"vector {position} is not a list of numbers"
+            if vector.ndim != 1 or vector.shape[0] != self.dimensions:
+                size = vector.shape[0] if vector.ndim == 1 else "?"
+                return [], f"vector {position} has {size} dimensions, not {self.dimensions}"
+            if not np.isfinite(vector).all():
+                return [], f"vector {position} has NaN or infinite components"
+            norm = float(np.linalg.norm(vector))
+            if norm == 0.0 or not np.isfinite(norm):
+                return [], f"vector {position} has no direction (all zero)"
+            vectors.append((vector / norm).astype(np.float32))
+        return vectors, ""
+
+
+def _tokens_of(answer: Any) -> int:
+    usage = getattr(answer, "usage", None)
+    for name in ("total_tokens", "prompt_tokens"):
+        value = getattr(usage, name, None)
+        if isinstance(value, int) and value >= 0:
+            return value
+    return 0

@@ -1,0 +1,196 @@
+"""The ``index`` job's run: embed what is stale, batch by batch, never failing the run.
+
+Order of work: select up to ``index_batch * index_max_calls_per_run`` stale entries (one
+short read under the storage lock), split them into batches of ``index_batch``, and embed
+them on ``index_concurrency`` threads — one API call per batch, no database lock held while
+waiting. Each answer is stored as it arrives, in its own short write transaction. A batch
+that fails (the endpoint down past its retries, a refused key, an unusable answer) is
+counted, logged in one line and skipped: its entries stay stale and are tried again next
+run, and nothing of it is stored. An auth error stops new calls (the rest would fail too).
+A value changed while its batch was in flight is stored with the old text's hash, so it is
+stale again and re-embedded next run; an entry erased meanwhile gets no row.
+
+The run's statistics: ``entries_stale`` (selected: at most ``index_batch`` times the call
+budget), ``more_stale`` (more were stale than the budget allowed: left for the next runs),
+``entries_indexed``, ``entries_failed``, ``batches_done``, ``batches_failed``,
+``batches_deferred`` (not sent: a stop was requested, or an auth error), ``embed_calls``
+(HTTP attempts, retries included), ``embed_retries`` and ``embed_tokens``. The call budget
+counts batches; a batch's retries (``[llm] max_retries``) come on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from memkeeper.config import Config, LlmSection
+from memkeeper.llm.embeddings import Embedded, Embedder
+from memkeeper.llm.endpoint import read_api_key
+from memkeeper.llm.errors import LlmAuthError, LlmError, LlmNotConfigured
+from memkeeper.maintenance.jobkit import JobContext, JobSkipped
+from memkeeper.storage.vectors import stale_entries, store_vectors, text_hash
+
+MAX_TEXT_CHARS = 4000
+"""Longest text sent for one entry, in characters (embedding models take a few thousand
+tokens per input); the hash is still of the whole text."""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """The ``[search]`` keys the index job reads."""
+
+    model: str = "embedding-3"
+    dimensions: int = 512
+    query_timeout_s: float = 3.0
+    batch: int = 32
+    max_calls: int = 200
+    concurrency: int = 2
+
+
+def search_settings(config: Config) -> SearchSettings:
+    """The embedding settings of ``config.search`` (defaults for any key it lacks)."""
+    section = getattr(config, "search", None)
+    base = SearchSettings()
+    return SearchSettings(
+        model=getattr(section, "embedding_model", base.model),
+        dimensions=getattr(section, "embedding_dimensions", base.dimensions),
+        query_timeout_s=getattr(section, "query_timeout_s", base.query_timeout_s),
+        batch=getattr(section, "index_batch", base.batch),
+        max_calls=getattr(section, "index_max_calls_per_run", base.max_calls),
+        concurrency=getattr(section, "index_concurrency", base.concurrency),
+    )
+
+
+EmbedderFactory = Callable[[LlmSection, str, SearchSettings], Embedder]
+
+
+def _default_embedder(llm: LlmSection, key: str, settings: SearchSettings) -> Embedder:
+    return Embedder(
+        llm,
+        api_key=key,
+        model=settings.model,
+        dimensions=settings.dimensions,
+        timeout_s=llm.timeout_seconds,
+        max_connections=settings.concurrency,
+    )
+
+
+def _require_key(llm: LlmSection) -> str:
+    try:
+        return read_api_key(llm)
+    except LlmNotConfigured:
+        raise JobSkipped(
+            f"embeddings need the LLM key ({llm.api_key_env} is not set, as summarize "
+            "says): search is keyword-only until it is"
+        ) from None
+
+
+def _new_stats(settings: SearchSettings) -> dict[str, Any]:
+    stats: dict[str, Any] = dict.fromkeys(
+        (
+            "entries_stale",
+            "entries_indexed",
+            "entries_failed",
+            "batches_done",
+            "batches_failed",
+            "batches_deferred",
+            "embed_calls",
+            "embed_retries",
+            "embed_tokens",
+        ),
+        0,
+    )
+    stats["model"] = settings.model
+    stats["dimensions"] = settings.dimensions
+    return stats
+
+
+def index_stale(ctx: JobContext, make_embedder: EmbedderFactory = _default_embedder) -> None:
+    """Embed the stale entries of ``ctx.store`` (the index job's run)."""
+    config = ctx.store.config
+    key = _require_key(config.llm)
+    settings = search_settings(config)
+    storage = ctx.store.storage
+    ctx.stats.update(_new_stats(settings))
+    most = settings.batch * settings.max_calls  # what this run's call budget can embed
+    with storage.lock:
+        stale = stale_entries(
+            storage.hot, model=settings.model, dims=settings.dimensions, limit=most + 1
+        )
+    ctx.stats["more_stale"] = len(stale) > most  # left for the next runs
+    stale = stale[:most]
+    batches = [stale[i : i + settings.batch] for i in range(0, len(stale), settings.batch)]
+    ctx.stats["entries_stale"] = len(stale)
+    ctx.set_total(len(stale))
+    if ctx.dry_run or not batches:
+        return
+    with make_embedder(config.llm, key, settings) as embedder:
+        _run_batches(ctx, embedder, batches, settings)
+
+
+Batch = list[tuple[str, str]]
+
+
+def _run_batches(
+    ctx: JobContext, embedder: Embedder, batches: list[Batch], settings: SearchSettings
+) -> None:
+    pending = list(reversed(batches))
+    stop = False
+    with ThreadPoolExecutor(settings.concurrency, thread_name_prefix="index") as pool:
+        running: dict[Future[Embedded], Batch] = {}
+        while pending or running:
+            while pending and not stop and len(running) < settings.concurrency:
+                if ctx.should_stop():
+                    stop = True
+                    break
+                batch = pending.pop()
+                texts = [text[:MAX_TEXT_CHARS] for _, text in batch]
+                running[pool.submit(embedder.embed_counted, texts)] = batch
+            if stop:
+                ctx.stats["batches_deferred"] += len(pending)
+                pending.clear()
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                batch = running.pop(future)
+                if not _finish(ctx, future, batch, settings):
+                    stop = True
+
+
+def _finish(
+    ctx: JobContext, future: Future[Embedded], batch: Batch, settings: SearchSettings
+) -> bool:
+    """Store one batch's answer, or count its failure; False when no more calls should go."""
+    stats = ctx.stats
+    try:
+        result = future.result()
+    except LlmError as exc:
+        stats["batches_failed"] += 1
+        stats["entries_failed"] += len(batch)
+        stats["embed_calls"] += max(exc.attempts, 1)
+        stats["embed_retries"] += max(exc.attempts - 1, 0)
+        ctx.log.warning(
+            "embedding batch failed; its entries stay stale until the next run",
+            entries=len(batch),
+            error=str(exc),
+            error_type=type(exc).__name__,
+        )
+        ctx.advance(len(batch))
+        return not isinstance(exc, LlmAuthError)
+    stats["embed_calls"] += result.attempts
+    stats["embed_retries"] += result.retries
+    stats["embed_tokens"] += result.tokens
+    rows = [
+        (memory_id, settings.model, settings.dimensions, text_hash(text), vector)
+        for (memory_id, text), vector in zip(batch, result.vectors, strict=True)
+    ]
+    storage = ctx.store.storage
+    with storage.lock:
+        written = store_vectors(storage.hot, rows)
+    stats["batches_done"] += 1
+    stats["entries_indexed"] += written
+    ctx.advance(len(batch))
+    return True

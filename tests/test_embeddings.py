@@ -1,0 +1,297 @@
+"""Embeddings: the real zhipuai client against a fake server, vector storage, the index job."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_embeddings import (
+    DIMS,
+    FakeEmbeddings,
+    embed_config,
+    fake_vector,
+    fewer_vectors,
+    nan_values,
+    wrong_dimension,
+)
+from fake_llm import Reply, error
+
+from memkeeper import MemoryStore
+from memkeeper.llm.embeddings import Embedder
+from memkeeper.llm.errors import LlmAuthError, LlmBadAnswer, LlmUnavailable
+from memkeeper.maintenance.runner import JobResult, run_once
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.vectors import stale_entries, user_vectors, vector_count
+
+KEY = "0123456789abcdef.EmbedKeySecretPart"
+NOW = datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeEmbeddings]:
+    with FakeEmbeddings() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("ZHIPUAI_API_KEY", KEY)
+    return KEY
+
+
+def embedder(fake: FakeEmbeddings, **kwargs) -> Embedder:
+    config = embed_config(fake.url)
+    return Embedder(
+        config.llm, api_key=KEY, model="embedding-3", dimensions=DIMS, timeout_s=1.0, **kwargs
+    )
+
+
+def open_store(db_path: Path, fake: FakeEmbeddings, **search) -> MemoryStore:
+    return MemoryStore(db_path, config=embed_config(fake.url, search=search))
+
+
+def index(store: MemoryStore, **kwargs) -> JobResult:
+    (result,) = run_once(store, ["index"], now=NOW, **kwargs).results
+    return result
+
+
+def fill(store: MemoryStore, count: int, user: str = "u1") -> None:
+    for i in range(count):
+        store.remember(user, f"k{i}", f"value number {i}")
+
+
+# -- the client -------------------------------------------------------------------------------
+
+
+def test_fake_vectors_are_deterministic_unit_and_similar_for_similar_texts() -> None:
+    a = np.array(fake_vector("report format: PDF with a cover page"))
+    b = np.array(fake_vector("report format: PDF with cover pages"))
+    c = np.array(fake_vector("喜欢喝无糖乌龙茶"))
+    assert fake_vector("x y") == fake_vector("x y")
+    assert math.isclose(float(a @ a), 1.0, rel_tol=1e-9)
+    assert float(a @ b) > float(a @ c) + 0.3
+
+
+def test_embed_returns_unit_float32_vectors_in_input_order(fake: FakeEmbeddings) -> None:
+    with embedder(fake) as client:
+        vectors = client.embed(["alpha beta", "封面加公司logo", "gamma"])
+    assert [v.dtype for v in vectors] == [np.float32] * 3
+    assert all(v.shape == (DIMS,) for v in vectors)
+    assert np.allclose(vectors[1], np.array(fake_vector("封面加公司logo"), dtype=np.float32))
+    (request,) = fake.requests
+    assert request.path.endswith("/embeddings")
+    assert request.body["input"] == ["alpha beta", "封面加公司logo", "gamma"]
+    assert request.body["dimensions"] == DIMS
+    assert request.body["model"] == "embedding-3"
+    assert request.headers["Authorization"] == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize(
+    ("failure", "exception", "words"),
+    [
+        (wrong_dimension, LlmBadAnswer, "dimensions"),
+        (nan_values, LlmBadAnswer, "NaN"),
+        (fewer_vectors, LlmBadAnswer, "2 vectors for 3 inputs"),
+        (lambda r: error(401, "bad key"), LlmAuthError, "refused the API key"),
+        (lambda r: error(500), LlmUnavailable, "HTTP 500"),
+        (lambda r: Reply(delay=3.0), LlmUnavailable, "no answer within 1 s"),
+    ],
+)
+def test_every_failure_is_one_of_our_errors_and_never_names_the_key(
+    fake: FakeEmbeddings, failure, exception, words: str
+) -> None:
+    fake.fail_forever(failure)
+    with embedder(fake, sleep=lambda s: None) as client, pytest.raises(exception) as caught:
+        client.embed(["a", "b", "c"])
+    assert words in str(caught.value)
+    assert KEY not in str(caught.value)
+    assert "EmbedKeySecretPart" not in str(caught.value)
+    assert caught.value.__context__ is None
+    retried = exception is LlmUnavailable
+    assert len(fake.requests) == (2 if retried else 1)  # max_retries = 1, bad answers final
+
+
+def test_a_transient_failure_is_retried(fake: FakeEmbeddings) -> None:
+    fake.script(error(503))
+    with embedder(fake, sleep=lambda s: None) as client:
+        result = client.embed_counted(["a"])
+    assert result.attempts == 2
+    assert result.tokens == 7
+    assert len(result.vectors) == 1
+
+
+# -- the index job ----------------------------------------------------------------------------
+
+
+def test_index_embeds_every_current_entry_and_nothing_twice(
+    db_path: Path, fake: FakeEmbeddings
+) -> None:
+    store = open_store(db_path, fake, index_batch=4)
+    fill(store, 10)
+    note = store.add_note("u1", "封面加公司logo")
+    assert fake.requests == []  # writes never call the network
+    result = index(store)
+    assert result.status == "ok", result.error
+    assert result.stats["entries_indexed"] == 11
+    assert result.stats["batches_done"] == 3
+    assert result.stats["embed_calls"] == 3
+    assert "封面加公司logo" in fake.embedded_texts()  # a note: its value alone
+    assert "k3: value number 3" in fake.embedded_texts()
+    with store.storage.lock:
+        ids, matrix = user_vectors(
+            store.storage.hot, user_id="u1", namespaces=[""], model="embedding-3", dims=DIMS
+        )
+    assert len(ids) == 11 and matrix.shape == (11, DIMS) and matrix.dtype == np.float32
+    row = matrix[ids.index(note.id)]
+    assert np.allclose(row, np.array(fake_vector("封面加公司logo"), dtype=np.float32))
+    again = index(store)
+    assert again.stats["entries_stale"] == 0
+    assert len(fake.requests) == 3
+    store.close()
+
+
+def test_a_changed_value_or_a_new_entry_is_re_embedded(db_path: Path, fake: FakeEmbeddings) -> None:
+    store = open_store(db_path, fake)
+    first = store.remember("u1", "report_format", "PDF")
+    index(store)
+    newer = store.remember("u1", "report_format", "Word")  # a new entry supersedes the old
+    superseded = store.get(first.id)
+    assert superseded is not None and superseded.state == "superseded"
+    with store.storage.lock:
+        stale = dict(stale_entries(store.storage.hot, model="embedding-3", dims=DIMS, limit=10))
+    assert stale == {newer.id: "report_format: Word"}
+    result = index(store)
+    assert result.stats["entries_indexed"] == 1
+    store.close()
+
+
+def test_an_in_place_value_change_makes_the_vector_stale(
+    db_path: Path, fake: FakeEmbeddings
+) -> None:
+    store = open_store(db_path, fake)
+    entry = store.remember("u1", "drink", "green tea")
+    index(store)
+    with store.storage.lock, immediate_transaction(store.storage.hot):
+        store.storage.hot.execute("UPDATE memories SET value = 'oolong' WHERE id = ?", [entry.id])
+    with store.storage.lock:
+        ids, _ = user_vectors(
+            store.storage.hot, user_id="u1", namespaces=[""], model="embedding-3", dims=DIMS
+        )
+    assert ids == []  # a stale vector is never compared
+    result = index(store)
+    assert result.stats["entries_indexed"] == 1
+    assert fake.embedded_texts()[-1] == "drink: oolong"
+    store.close()
+
+
+def test_another_model_or_dimension_is_re_embedded_and_never_mixed(
+    db_path: Path, fake: FakeEmbeddings
+) -> None:
+    store = open_store(db_path, fake)
+    fill(store, 3)
+    index(store)
+    store.close()
+    store = open_store(db_path, fake, embedding_dimensions=32)
+    with store.storage.lock:
+        ids, matrix = user_vectors(
+            store.storage.hot, user_id="u1", namespaces=[""], model="embedding-3", dims=32
+        )
+    assert ids == [] and matrix.shape == (0, 32)
+    assert index(store).stats["entries_indexed"] == 3
+    assert fake.requests[-1].body["dimensions"] == 32
+    store.close()
+    store = open_store(db_path, fake, embedding_dimensions=32, embedding_model="embedding-2")
+    assert index(store).stats["entries_indexed"] == 3
+    with store.storage.lock:
+        assert vector_count(store.storage.hot, model="embedding-2", dims=32) == 3
+        assert vector_count(store.storage.hot) == 3
+    store.close()
+
+
+def test_without_a_key_index_is_skipped(
+    db_path: Path, fake: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ZHIPUAI_API_KEY")
+    store = open_store(db_path, fake)
+    fill(store, 2)
+    result = index(store)
+    assert result.status == "skipped"
+    assert "ZHIPUAI_API_KEY is not set" in result.error
+    assert "search is keyword-only" in result.error
+    assert fake.requests == []
+    store.close()
+
+
+def test_the_call_budget_and_concurrency_are_respected(db_path: Path) -> None:
+    with FakeEmbeddings(delay=0.05) as fake:
+        store = open_store(
+            db_path, fake, index_batch=2, index_max_calls_per_run=3, index_concurrency=2
+        )
+        fill(store, 10)
+        result = index(store)
+        assert result.stats["entries_indexed"] == 6
+        assert len(fake.requests) == 3
+        assert fake.max_in_flight == 2
+        assert all(len(r.body["input"]) <= 2 for r in fake.requests)
+        assert result.stats["entries_stale"] == 6
+        assert result.stats["more_stale"] is True
+        assert index(store).stats["entries_indexed"] == 4
+        store.close()
+
+
+def test_a_dry_run_calls_nothing(db_path: Path, fake: FakeEmbeddings) -> None:
+    store = open_store(db_path, fake)
+    fill(store, 3)
+    result = index(store, dry_run=True)
+    assert result.stats["entries_stale"] == 3
+    assert fake.requests == []
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        wrong_dimension,
+        nan_values,
+        fewer_vectors,
+        lambda r: error(401),
+        lambda r: error(500),
+        lambda r: Reply(delay=3.0),
+    ],
+    ids=["wrong-dimension", "nan", "fewer", "401", "500-forever", "timeout"],
+)
+def test_every_failure_skips_the_batch_stores_nothing_and_the_run_is_ok(
+    db_path: Path, fake: FakeEmbeddings, failure
+) -> None:
+    store = open_store(db_path, fake, index_batch=2)
+    fill(store, 4)
+    fake.fail_forever(failure)
+    result = index(store)
+    assert result.status == "ok", result.error
+    assert result.stats["entries_indexed"] == 0
+    assert result.stats["batches_failed"] >= 1
+    with store.storage.lock:
+        assert vector_count(store.storage.hot) == 0
+    fake.fail_forever(None)
+    assert index(store).stats["entries_indexed"] == 4  # nothing lost: the next run catches up
+    store.close()
+
+
+def test_forget_and_forget_user_remove_vectors(db_path: Path, fake: FakeEmbeddings) -> None:
+    store = open_store(db_path, fake)
+    store.remember("u1", "a", "one")
+    store.remember("u1", "b", "two")
+    store.remember("u2", "c", "three")
+    index(store)
+    store.forget("u1", "a")
+    with store.storage.lock:
+        assert vector_count(store.storage.hot) == 2
+    store.forget_user("u2")
+    with store.storage.lock:
+        rows = store.storage.hot.execute("SELECT memory_id FROM vectors").fetchall()
+    assert len(rows) == 1
+    store.close()
