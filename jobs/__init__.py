@@ -7,7 +7,7 @@ The runner imports this registry only when it runs a job.
 
 from __future__ import annotations
 
-from memkeeper.jobs import demote, expire, prune, retain, settle, summarize
+from memkeeper.jobs import demote, expire, index, prune, retain, settle, summarize
 
 from memkeeper.config import JOB_ORDER
 from memkeeper.maintenance.jobkit import Job
@@ -17,6 +17,7 @@ _JOBS: tuple[Job, ...] = (
     expire.JOB,
     demote.JOB,
     prune.JOB,
+    index.JOB,
     retain.JOB,
     summarize.JOB,
 )

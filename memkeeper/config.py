@@ -21,7 +21,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from memkeeper.config_base import JobSection, Section
+from memkeeper.config_index import IndexJob
 from memkeeper.config_retention import RetainJob, StatusSection
+from memkeeper.config_search import SearchSection
 from memkeeper.errors import ConfigError
 from memkeeper.validation import MAX_DAYS
 
@@ -225,12 +227,12 @@ class SummarizeJob(_Job):
         return self
 
 
-JOB_ORDER: tuple[str, ...] = ("settle", "expire", "demote", "prune", "retain", "summarize")
+JOB_ORDER: tuple[str, ...] = ("settle", "expire", "demote", "prune", "index", "retain", "summarize")
 """The maintenance jobs, in the documented order ``run-once`` runs them: settle the grey
-period first, then expiry and demotion, then the per-user cap (which counts what the others
-left), then retention (the change log and cold storage kept bounded, free pages returned),
-then summarization (the slowest, and the only one that calls out). Each has its
-section below; the job registry (:mod:`memkeeper.jobs`) must match (a test checks it)."""
+period, expiry and demotion, the per-user cap (counting what the others left), indexing
+(embeddings for search), retention (change log and cold storage bounded, free pages
+returned), then summarization (the slowest). Each has its section below; the job registry
+(:mod:`memkeeper.jobs`) must match (a test checks it)."""
 
 
 class JobsSection(_Section):
@@ -246,6 +248,9 @@ class JobsSection(_Section):
     )
     settle: SettleJob = Field(
         default_factory=SettleJob, description="Ending the grey period of superseded values."
+    )
+    index: IndexJob = Field(
+        default_factory=IndexJob, description="Embedding new and changed entries for search."
     )
     summarize: SummarizeJob = Field(
         default_factory=SummarizeJob,
@@ -329,6 +334,9 @@ class Config(_Section):
     )
     scoring: ScoringSection = Field(
         default_factory=ScoringSection, description="The retention score."
+    )
+    search: SearchSection = Field(
+        default_factory=SearchSection, description="Retrieval by meaning (search())."
     )
     jobs: JobsSection = Field(default_factory=JobsSection, description="Maintenance jobs.")
     llm: LlmSection = Field(default_factory=LlmSection, description="The summarizer's LLM.")

@@ -198,8 +198,29 @@ class JobRun(_Record):
 
 
 @dataclass(frozen=True, slots=True)
+class SearchHit(_Record):
+    """One search result: the memory, its total score and each component of the score.
+
+    ``similarity`` (cosine of the embeddings, 0-1; 0 without a vector), ``keyword`` (the
+    keyword index's match, 0-1), ``confidence`` and ``recency`` (the recent-use bonus, 0-1)
+    are the unweighted components; ``score`` is their weighted sum (``[search]`` weights).
+    """
+
+    memory: Memory
+    score: float
+    similarity: float
+    keyword: float
+    confidence: float
+    recency: float
+
+
+@dataclass(frozen=True, slots=True)
 class Context(_Record):
-    """The ranked prompt prefill for one user: the records and the ready prompt text."""
+    """The prompt prefill for one user: the slots (``memories``), the entries relevant to the
+    query (``relevant``, when one was given), the namespace's recent episodes (oldest
+    first), and the ready prompt text with a section for each."""
 
     memories: list[Memory]
     text: str
+    relevant: list[SearchHit] = field(default_factory=list)
+    episodes: list[Episode] = field(default_factory=list)

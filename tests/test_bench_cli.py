@@ -50,12 +50,17 @@ def test_a_small_bench_prints_every_figure_as_json(capsys, tmp_path: Path) -> No
     assert {"bytes_per_recall", "file_bytes_per_recall", "change_rows_per_recall"} <= set(growth)
     rates = figures["rates"]
     assert rates["recall"] > 0 and rates["remember"] > 0
-    assert "search" in rates
+    assert rates["search"] > 0
+    search = figures["search"]
+    assert search["entries"] == 500 and search["searches"] > 0
+    assert 0 < search["p50_ms"] <= search["p99_ms"] <= search["max_ms"]
+    assert search["keyword_index"]["bytes"] > 0
     assert [t["what"] for t in figures["targets"]] == [
         "memkeeper / floor",
         "second pass, % of the first",
         "agents during a pass: p99 / max ms, errors",
         "growth per recall, bytes",
+        "search, user with 500 entries: p50 / p99 ms (no query embedding)",
         "peak RSS of the pass, MiB",
     ]
     kept = sorted(path.name for path in keep.iterdir() if path.suffix == ".db")

@@ -686,6 +686,8 @@ def test_every_limit_option_says_it_is_the_newest() -> None:
             if isinstance(param, click.Option) and "--limit" in param.opts:
                 found[path] = param.help or ""
     assert set(found) >= {"list", "log", "history"}
+    # search's --limit is the best K hits by score, and its help says so.
+    assert "best" in found.pop("search", "best")
     assert {path: "newest" in text for path, text in found.items()} == dict.fromkeys(found, True)
 
 

@@ -350,6 +350,8 @@ def test_several_processes_creating_one_new_database_at_once(tmp_path: Path) -> 
         ("memkeeper", "0003_uses"),
         ("memkeeper", "0004_incremental_vacuum"),
         ("memkeeper", "0005_fewer_indexes"),
+        ("memkeeper", "0006_keywords"),
+        ("memkeeper", "0007_vectors"),
     ]
     conn = sqlite3.connect(path)
     try:

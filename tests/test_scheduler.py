@@ -47,7 +47,11 @@ MONTH_AGO = NOW - timedelta(days=30)
 
 def make_config(timezone: str = "UTC", **jobs: dict[str, Any]) -> Config:
     data: dict[str, Any] = {
-        "jobs": {"summarize": {"enabled": False}, "retain": {"enabled": False}},
+        "jobs": {
+            "summarize": {"enabled": False},
+            "retain": {"enabled": False},
+            "index": {"enabled": False},
+        },
         "service": {"timezone": timezone},
     }
     for name, section in jobs.items():

@@ -163,7 +163,17 @@ def query(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
 
 def write_config(path: Path, text: str = "", **schedules: str) -> Path:
     # summarize needs an LLM; retain (weekly) is not what these tests are about.
-    lines = ["[jobs.summarize]", "enabled = false", "", "[jobs.retain]", "enabled = false", ""]
+    lines = [
+        "[jobs.summarize]",
+        "enabled = false",
+        "",
+        "[jobs.retain]",
+        "enabled = false",
+        "",
+        "[jobs.index]",
+        "enabled = false",
+        "",
+    ]
     for job, schedule in schedules.items():
         lines += [f"[jobs.{job}]", f'schedule = "{schedule}"', ""]
     path.write_text("\n".join(lines) + text, encoding="utf-8")

@@ -116,6 +116,78 @@ def api_rates(path: Path, config: Config, now: datetime, calls: int) -> dict[str
     return {"calls": calls, "remember": remember, "recall": recall, "search": search}
 
 
+SEARCH_USER_ENTRIES = 500
+SEARCH_WORDS = (
+    "report",
+    "pdf",
+    "budget",
+    "meeting",
+    "tuesday",
+    "river",
+    "tea",
+    "coffee",
+    "client",
+    "deadline",
+    "logo",
+    "cover",
+    "summary",
+    "outline",
+    "invoice",
+    "travel",
+    "hotel",
+    "python",
+)
+
+
+def search_latency(path: Path, config: Config, now: datetime, searches: int) -> dict[str, Any]:
+    """``search`` for a user with 500 entries: p50 / p99 / max per call, keyword signal only
+    (the bench has no key, so no query embedding is made or timed), hits marked used."""
+    store = MemoryStore(path, config=config, clock=running_clock(now), actor="bench")
+    method = getattr(store, "search", None)
+    if not callable(method):
+        store.close()
+        return {"searches": 0, "entries": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    user = f"{AGENT_PREFIX}search"
+    words = SEARCH_WORDS
+    try:
+        for n in range(SEARCH_USER_ENTRIES):
+            text = " ".join(words[(n * k) % len(words)] for k in (1, 3, 7)) + f" #{n}"
+            store.remember(user, f"s{n}", text, kind="preference" if n % 3 else "fact")
+        timings = []
+        for n in range(searches):
+            query = f"{words[n % len(words)]} {words[(n * 5) % len(words)]}"
+            began = time.perf_counter()
+            method(user, query)
+            timings.append((time.perf_counter() - began) * 1000)
+    finally:
+        store.close()
+    timings.sort()
+    return {
+        "searches": searches,
+        "entries": SEARCH_USER_ENTRIES,
+        "p50_ms": round(timings[len(timings) // 2], 2),
+        "p99_ms": round(timings[min(len(timings) - 1, int(0.99 * len(timings)))], 2),
+        "max_ms": round(timings[-1], 2),
+    }
+
+
+def keyword_index_bytes(path: Path) -> dict[str, Any]:
+    """How many bytes the keyword index (the FTS5 tables) takes in the hot file."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        total = conn.execute("SELECT sum(pgsize) FROM dbstat").fetchone()[0] or 0
+        fts = (
+            conn.execute(
+                "SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master"
+                " WHERE name LIKE '%fts%')"
+            ).fetchone()[0]
+            or 0
+        )
+    finally:
+        conn.close()
+    return {"bytes": fts, "percent_of_file": round(100 * fts / total, 2) if total else None}
+
+
 def latency(results: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
     """p50 / p99 / max over every agent's calls, the calls per second, and the errors."""
     values = sorted(v for result in results for v in result["latencies_ms"])

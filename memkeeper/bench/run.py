@@ -176,6 +176,9 @@ def run_bench(options: Options, say: Callable[[str], None] = lambda _: None) -> 
         say("growth per recall, call rates")
         growth = measure.growth_per_recall(ours, config, NOW, calls)
         rates = measure.api_rates(ours, config, NOW, calls)
+        say("search")
+        search = measure.search_latency(ours, config, NOW, min(calls, 300))
+        search["keyword_index"] = measure.keyword_index_bytes(ours)
     figures = {
         "date": datetime.now(UTC).date().isoformat(),
         "memkeeper": __version__,
@@ -213,6 +216,7 @@ def run_bench(options: Options, say: Callable[[str], None] = lambda _: None) -> 
         "agents_without_pass": idle,
         "growth": growth,
         "rates": rates,
+        "search": search,
         "seconds": round(time.perf_counter() - began, 1),
     }
     figures["targets"] = report.targets(figures)

@@ -218,10 +218,19 @@ def _register_commands() -> None:
         inspect_cmd,
         jobs_cmd,
         memory_cmd,
+        search_cmd,
         transfer_cmd,
     )
 
-    for module in (memory_cmd, inspect_cmd, transfer_cmd, config_cmd, jobs_cmd, bench_cmd):
+    for module in (
+        memory_cmd,
+        search_cmd,
+        inspect_cmd,
+        transfer_cmd,
+        config_cmd,
+        jobs_cmd,
+        bench_cmd,
+    ):
         module.register(cli)
     try:
         from memkeeper.cli import service_cmd

@@ -25,6 +25,7 @@ from typing import Any
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
+from memkeeper.storage.keywords import create_index
 from memkeeper.storage.space import convert_to_incremental
 from memkeeper.storage.sqlite import FileKind
 
@@ -232,6 +233,29 @@ def _hot_fewer_indexes(db: Database) -> None:
     )
 
 
+@_step(hot_migrations, _HOT_STEPS, "0006_keywords")
+def _hot_keywords(db: Database) -> None:
+    # FTS5 (trigram) over key and value, kept in step by triggers (memkeeper.storage.keywords).
+    create_index(db, "memories")
+
+
+@_step(hot_migrations, _HOT_STEPS, "0007_vectors")
+def _hot_vectors(db: Database) -> None:
+    # One embedding per hot entry (memkeeper.storage.vectors): float32 blob, no text. A rowid
+    # table: rows of kilobytes are a poor fit for WITHOUT ROWID.
+    db.execute(
+        """
+        CREATE TABLE vectors (
+            memory_id TEXT PRIMARY KEY,
+            model TEXT NOT NULL,
+            dims INTEGER NOT NULL,
+            value_hash TEXT NOT NULL,
+            vector BLOB NOT NULL
+        )
+        """
+    )
+
+
 @_step(cold_migrations, _COLD_STEPS, "0001_initial")
 def _cold_initial(db: Database) -> None:
     db.executescript(
@@ -257,6 +281,11 @@ def _cold_initial(db: Database) -> None:
 @_step(cold_migrations, _COLD_STEPS, "0002_incremental_vacuum", transactional=False)
 def _cold_incremental_vacuum(db: Database) -> None:
     convert_to_incremental(db)
+
+
+@_step(cold_migrations, _COLD_STEPS, "0003_keywords")
+def _cold_keywords(db: Database) -> None:
+    create_index(db, "cold_memories")
 
 
 _HOT_ROLE = "hot (memory.db)"

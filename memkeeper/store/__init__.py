@@ -15,8 +15,9 @@ checks the input and does the work on the store's shared :class:`~memkeeper.stor
   curation, undo and the summarize job;
 * :mod:`~memkeeper.store.writing` — ``remember`` and ``add_note``;
 * :mod:`~memkeeper.store.conversations` — messages, episodes and ``history``;
-* :mod:`~memkeeper.store.recall` — ``recall``; :mod:`~memkeeper.store.listing` — ``get`` and
-  ``list_memories``; :mod:`~memkeeper.store.context` — the ranked prompt prefill;
+* :mod:`~memkeeper.store.recall` — ``recall``; :mod:`~memkeeper.store.search` — ``search``;
+  :mod:`~memkeeper.store.listing` — ``get`` and ``list_memories``;
+  :mod:`~memkeeper.store.context` — the ranked prompt prefill;
 * :mod:`~memkeeper.store.forgetting` — the ``forget`` calls;
 * :mod:`~memkeeper.store.inspection` — the change log, ``explain``, job runs and ``status``;
 * :mod:`~memkeeper.store.transfer` — importing and exporting files (reading and checking an
@@ -33,7 +34,7 @@ from typing import Any
 
 from memkeeper.clock import Clock, system_now
 from memkeeper.config import Config
-from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message
+from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchHit
 from memkeeper.settings import database_paths, resolve
 from memkeeper.storage.files import Storage
 from memkeeper.storage.sqlite import Tuning
@@ -44,6 +45,7 @@ from memkeeper.store import (
     inspection,
     listing,
     recall,
+    search,
     writing,
 )
 from memkeeper.store.core import StoreCore
@@ -300,15 +302,41 @@ class MemoryStore:
         """The project's most recent ``limit`` episodes, in time order (a timeline)."""
         return conversations.episodes(self._core, user_id, namespace=namespace, limit=limit)
 
-    def context(self, user_id: str, *, namespace: str = "", limit: int | None = None) -> Context:
-        """The small ranked prefill for a prompt: the user's best active entries and notes.
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        namespace: str = "",
+        kinds: builtins.list[str] | None = None,
+        limit: int | None = None,
+        include_cold: bool = False,
+    ) -> builtins.list[SearchHit]:
+        """The ``limit`` (``[search] limit``, 3) entries most relevant to ``query`` in the
+        namespace and the user's profile, ranked with each score component, marked used as
+        recall marks them; [] when retrieval is off (:mod:`memkeeper.store.search`)."""
+        return search.search(
+            self._core,
+            user_id,
+            query,
+            namespace=namespace,
+            kinds=kinds,
+            limit=limit,
+            include_cold=include_cold,
+        )
 
-        Only active entries at or above ``[context] min_confidence``, ranked by the retention
-        score (confidence first, then freshness and use), at most ``limit`` (default
-        ``[context] limit``, 10). Building a context does not mark entries as used — only
-        recall does — so prefilled entries still expire when nobody actually needs them.
-        """
-        return context.context(self._core, user_id, namespace=namespace, limit=limit)
+    def context(
+        self,
+        user_id: str,
+        *,
+        namespace: str = "",
+        limit: int | None = None,
+        query: str | None = None,
+    ) -> Context:
+        """The prompt prefill: at most ``limit`` (``[context] limit``) best active entries
+        (not marked used), the entries relevant to ``query`` (marked used) and the recent
+        episodes, each a section of ``text`` (:mod:`memkeeper.store.context`)."""
+        return context.context(self._core, user_id, namespace=namespace, limit=limit, query=query)
 
     # -- forgetting -------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ still returned, read without marking, and a warning says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 import structlog
 
@@ -22,7 +23,7 @@ from memkeeper.records import KEYED_KINDS, Memory
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import placeholders
 from memkeeper.storage.sqlite import immediate_transaction
-from memkeeper.storage.transitions import Transition, hot_image, used_image
+from memkeeper.storage.transitions import Image, Transition, hot_image, used_image
 from memkeeper.storage.uses import mark_used
 from memkeeper.store.core import StoreCore
 
@@ -94,19 +95,45 @@ def _recall_and_mark(
             )
             found = next(iter(rows), None)
             if found is not None:
-                image = image_of(found)
-                if image["state"] != "pending_review":
-                    return Memory.from_image(mark_used(storage.hot, image, now))
-                transition = Transition(
-                    image["id"],
-                    image,
-                    hot_image(used_image(image, now), "active", now),
-                    "renew",
-                    "recalled while pending review",
-                )
-                core.apply([transition], "recall")
-                return Memory.from_image(transition.target)  # type: ignore[arg-type]
+                return mark_found(core, image_of(found), now)
         return _recall_from_cold(core, user_id, namespace, key, kinds)
+
+
+_REASONS = {
+    "recall": ("recalled while pending review", "recalled from cold storage"),
+    "search": ("found by search while pending review", "found by search in cold storage"),
+}
+
+
+def mark_found(core: StoreCore, image: Image, now: datetime, *, by: str = "recall") -> Memory:
+    """Mark a hot entry that ``recall`` or ``search`` (``by``) returns as used.
+
+    An active entry records a use in place; a pending-review entry is renewed to active (a
+    logged ``renew``). Call it holding the storage lock, inside a write transaction on the
+    hot file, with ``image`` read in that transaction.
+    """
+    if image["state"] != "pending_review":
+        return Memory.from_image(mark_used(core.storage.hot, image, now))
+    transition = Transition(
+        image["id"],
+        image,
+        hot_image(used_image(image, now), "active", now),
+        "renew",
+        _REASONS[by][0],
+    )
+    core.apply([transition], by)
+    return Memory.from_image(transition.target)  # type: ignore[arg-type]
+
+
+def restore_found(core: StoreCore, image: Image, *, by: str = "recall") -> Memory | None:
+    """Bring a cold entry that ``recall`` or ``search`` returns back to active (a logged
+    ``restore``, marked used); None when someone else moved or changed it meanwhile."""
+    now = core.now()
+    target = used_image(hot_image(image, "active", now), now)
+    outcome = core.apply([Transition(image["id"], image, target, "restore", _REASONS[by][1])], by)[
+        0
+    ]
+    return Memory.from_image(target) if outcome.applied else None
 
 
 def _recall_from_cold(
@@ -125,15 +152,9 @@ def _recall_from_cold(
     found = next(iter(rows), None)
     if found is None:
         return None
-    image = image_of(found)
-    now = core.now()
-    target = used_image(hot_image(image, "active", now), now)
-    outcome = core.apply(
-        [Transition(image["id"], image, target, "restore", "recalled from cold storage")],
-        "recall",
-    )[0]
-    if not outcome.applied:
+    restored = restore_found(core, image_of(found))
+    if restored is None:
         # Someone else moved it meanwhile, or made a newer value current (the newer write
         # wins): look again.
         return _recall_and_mark(core, user_id, namespace, key, kinds)
-    return Memory.from_image(target)
+    return restored

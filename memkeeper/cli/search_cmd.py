@@ -1,0 +1,64 @@
+"""memkeeper search: find a user's memories by meaning, with each score component."""
+
+from __future__ import annotations
+
+import click
+
+from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, yes_option
+from memkeeper.cli.render import memory_label, shown
+from memkeeper.records import KINDS
+
+
+@click.command()
+@click.argument("user")
+@click.argument("query")
+@namespace_option
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="The best K hits by score (default: [search] limit).",
+)
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(KINDS), help="Only this kind.")
+@click.option("--include-cold", is_flag=True, help="Also search cold storage (hits come back).")
+@yes_option
+@json_option
+@pass_app
+def search(
+    app: App,
+    user: str,
+    query: str,
+    namespace: str,
+    limit: int | None,
+    kinds: tuple[str, ...],
+    include_cold: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Find USER's memories relevant to QUERY (the namespace and the profile), best first.
+
+    Each hit shows its score and components: similarity, keyword, confidence, recency. Hits
+    are marked used, as recall marks them. Without an API key the search is keyword-only.
+    """
+    app.check_now(yes=yes)
+    hits = app.store(create=False).search(
+        user,
+        query,
+        namespace=namespace,
+        kinds=list(kinds) or None,
+        limit=limit,
+        include_cold=include_cold,
+    )
+    if as_json:
+        print_json([hit.to_dict() for hit in hits])
+        return
+    for hit in hits:
+        m = hit.memory
+        click.echo(
+            f"{hit.score:6.3f}  {memory_label(m.kind, m.key)}: {shown(m.value, flat=True)}"
+            f"  [sim {hit.similarity:.3f} kw {hit.keyword:.3f} conf {hit.confidence:.2f}"
+            f" rec {hit.recency:.3f}] {m.id}"
+        )
+
+
+def register(group: click.Group) -> None:
+    group.add_command(search)

@@ -1,0 +1,128 @@
+"""The semantic half of search: the retrieval switch, and the query's own embedding.
+
+The query is embedded with one call of at most ``[search] query_timeout_s`` through
+:class:`memkeeper.llm.embeddings.Embedder` (the summarizer's key, base URL and error
+handling), and kept in a small per-process LRU cache keyed by endpoint, model, dimensions and
+text. Without a key, or when the call fails in any way (timeout, HTTP error, a vector of the
+wrong size, NaN), the search is keyword-only: one warning per process and cause, never an
+exception to the agent.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import structlog
+
+from memkeeper.config import Config
+from memkeeper.config_search import ENV_RETRIEVAL
+from memkeeper.llm.endpoint import describe_endpoint, read_api_key
+from memkeeper.llm.errors import LlmNotConfigured
+
+log = structlog.get_logger("memkeeper.search")
+
+CACHE_SIZE = 256
+"""Query embeddings kept per process."""
+
+_OFF_WORDS = frozenset({"off", "0", "false", "no", "disabled"})
+_lock = threading.Lock()
+_cache: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
+_warned: set[str] = set()
+
+
+def warn_once(reason: str, message: str, **fields: Any) -> None:
+    """Log ``message`` as a warning the first time ``reason`` happens in this process."""
+    with _lock:
+        if reason in _warned:
+            return
+        _warned.add(reason)
+    log.warning(message, **fields)
+
+
+def reset() -> None:
+    """Forget the cache and the warnings already given (tests)."""
+    with _lock:
+        _cache.clear()
+        _warned.clear()
+
+
+def retrieval_enabled(config: Config, environ: Mapping[str, str] | None = None) -> bool:
+    """The retrieval switch: ``[search] enabled`` and not ``MEMKEEPER_RETRIEVAL=off``."""
+    env = os.environ if environ is None else environ
+    switched_off = env.get(ENV_RETRIEVAL, "").strip().lower() in _OFF_WORDS
+    if config.search.enabled and not switched_off:
+        return True
+    why = f"{ENV_RETRIEVAL}=off" if switched_off else "[search] enabled = false"
+    warn_once(
+        "retrieval off", "long-term retrieval is off: search and context return nothing", switch=why
+    )
+    return False
+
+
+def query_vector(config: Config, query: str) -> np.ndarray | None:
+    """The query's unit embedding, or None (keyword-only search) when it cannot be had."""
+    try:
+        key = read_api_key(config.llm)
+    except LlmNotConfigured:
+        warn_once(
+            "no key",
+            "search is keyword-only: no API key for embeddings",
+            variable=config.llm.api_key_env,
+        )
+        return None
+    settings = config.search
+    cache_key = (
+        describe_endpoint(config.llm.base_url or None),
+        settings.embedding_model,
+        str(settings.embedding_dimensions),
+        query,
+    )
+    with _lock:
+        cached = _cache.get(cache_key)
+        if cached is not None:
+            _cache.move_to_end(cache_key)
+            return cached
+    try:
+        vector = _embed(config, key, query)
+    except Exception as exc:  # any failure of the service: keyword-only, never raised
+        warn_once(
+            f"embed failed: {type(exc).__name__}",
+            "search is keyword-only: the query could not be embedded",
+            cause=type(exc).__name__,
+        )
+        return None
+    with _lock:
+        _cache[cache_key] = vector
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return vector
+
+
+def _embed(config: Config, key: str, query: str) -> np.ndarray:
+    from memkeeper.llm.embeddings import Embedder  # the SDK loads only when used
+
+    settings = config.search
+    with Embedder(
+        config.llm,
+        api_key=key,
+        model=settings.embedding_model,
+        dimensions=settings.embedding_dimensions,
+        timeout_s=settings.query_timeout_s,
+        max_connections=1,
+        max_retries=0,  # one call: the agent is waiting
+    ) as embedder:
+        vectors = embedder.embed([query])
+    if len(vectors) != 1:
+        raise ValueError(f"{len(vectors)} vectors for one query")
+    vector = np.asarray(vectors[0], dtype=np.float32).reshape(-1)
+    if vector.shape != (settings.embedding_dimensions,):
+        raise ValueError(f"a vector of {vector.size} dimensions")
+    norm = float(np.linalg.norm(vector))
+    if not np.isfinite(vector).all() or norm == 0:
+        raise ValueError("a vector that is not finite or is zero")
+    return vector / norm
