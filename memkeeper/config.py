@@ -69,7 +69,7 @@ class DatabaseSection(_Section):
         "always on disk when it returns. full: every commit also syncs the WAL (slower).",
     )
     cache_mb: int = Field(
-        32,
+        24,
         gt=0,
         le=65536,
         description="Page cache per connection (the hot and the cold file each have one), in "

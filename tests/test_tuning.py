@@ -15,11 +15,11 @@ def _pragma(store: MemoryStore, name: str) -> int:
     return store.storage.hot.conn.execute(f"PRAGMA {name}").fetchone()[0]
 
 
-def test_defaults_are_wal_normal_with_a_32_mib_cache(db_path: Path) -> None:
+def test_defaults_are_wal_normal_with_a_24_mib_cache(db_path: Path) -> None:
     store = MemoryStore(db_path)
     assert _pragma(store, "journal_mode") == "wal"
     assert _pragma(store, "synchronous") == 1  # NORMAL
-    assert _pragma(store, "cache_size") == -32 * 1024
+    assert _pragma(store, "cache_size") == -24 * 1024
     assert _pragma(store, "mmap_size") == 0
     assert _pragma(store, "wal_autocheckpoint") == DEFAULT_AUTOCHECKPOINT
     assert store.config.database.batch_size == 500

@@ -30,7 +30,21 @@ from memkeeper.storage.sqlite import immediate_transaction
 TABLES = ("memories", "cold_memories")
 
 SHORT_SCAN_ROWS = 5000
-"""At most this many of the user's rows are read by the short-query substring scan."""
+"""At most this many of the user's rows are read by the substring scan."""
+
+SCAN_BELOW_ROWS = 2000
+"""Below this many rows in the namespaces searched, the user's rows are scanned (substring
+matches) instead of asking the FTS5 index, whose cost follows how common the words are
+across every user, not how many entries this user has."""
+
+
+def _rows_of(db: Database, table: str, where: str, params: Sequence[object], cap: int) -> int:
+    """How many rows match ``where``, counting no further than ``cap``."""
+    return db.conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM {table} AS m WHERE {where} LIMIT ?)",
+        [*params, cap],
+    ).fetchone()[0]
+
 
 MIN_TRIGRAM_CHARS = 3
 
@@ -157,10 +171,11 @@ def keyword_scores(
     phrases are OR-ed, so no user text is FTS5 syntax. Matches are ranked by ``bm25`` (a key
     match weighs twice a value match) and scored relative to the best hit: the best is 1.0.
 
-    Trigrams cannot match fewer than three characters, so when no word has three, the words
-    are looked for as substrings (``LIKE``, case-insensitive for ASCII) in the key and value
-    of at most :data:`SHORT_SCAN_ROWS` of the user's rows in those namespaces (through the
-    owner index); the score is the fraction of the words found.
+    When the user has fewer than :data:`SCAN_BELOW_ROWS` rows in those namespaces — the usual
+    case — or when no word has three characters (trigrams cannot match fewer), the words are
+    looked for as substrings (``LIKE``, case-insensitive for ASCII) in the key and value of
+    at most :data:`SHORT_SCAN_ROWS` of the user's rows (through the owner index), and the
+    score is the number of words found relative to the best hit.
 
     Only rows of ``user_id`` in ``namespaces`` with a state in ``states`` (and a kind in
     ``kinds`` unless None) are returned. ``table`` is ``"memories"`` or ``"cold_memories"``.
@@ -171,7 +186,7 @@ def keyword_scores(
         return []
     where, params = _filters(user_id, namespaces, kinds, states)
     long_tokens = list(dict.fromkeys(t for t in tokens if len(t) >= MIN_TRIGRAM_CHARS))
-    if long_tokens:
+    if long_tokens and _rows_of(db, table, where, params, SCAN_BELOW_ROWS) >= SCAN_BELOW_ROWS:
         match = "{key value} : (" + " OR ".join(_phrase(t) for t in long_tokens) + ")"
         if len(user_id) >= MIN_TRIGRAM_CHARS:
             # Only rows whose user id contains this one (the join below keeps the exact user).
@@ -186,7 +201,11 @@ def keyword_scores(
             return []
         best = rows[0][1]
         return [(mid, rank / best if best < 0 else 1.0) for mid, rank in rows]
-    tokens = list(dict.fromkeys(tokens))
+    # A user's few hundred rows: reading them through the owner index costs less than FTS5
+    # reading the posting lists of words every user writes (measured at 1,000,000 rows:
+    # p99 81 ms through the index, a few ms by the scan).
+    # As in FTS5 matching, words under three characters count only when there is no other.
+    tokens = long_tokens or list(dict.fromkeys(tokens))
     hits = " + ".join(
         "(coalesce(key, '') LIKE ? ESCAPE '\\' OR value LIKE ? ESCAPE '\\')" for _ in tokens
     )
@@ -197,4 +216,7 @@ def keyword_scores(
         f") WHERE hits > 0 ORDER BY hits DESC, id LIMIT ?",
         [*patterns, *params, SHORT_SCAN_ROWS, limit],
     ).fetchall()
-    return [(mid, count / len(tokens)) for mid, count in rows]
+    if not rows:
+        return []
+    best = rows[0][1]
+    return [(mid, count / best) for mid, count in rows]  # relative to the best hit, as above

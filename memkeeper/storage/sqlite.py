@@ -157,7 +157,7 @@ class Tuning:
 
     busy_timeout_ms: int = 5000
     synchronous: str = "NORMAL"
-    cache_mb: int = 32
+    cache_mb: int = 24
     mmap_mb: int = 0
 
 
