@@ -23,15 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memkeeper.config import LlmSection
-from memkeeper.llm.endpoint import describe_endpoint
-from memkeeper.llm.errors import LlmBadAnswer, LlmError, LlmUnavailable
-from memkeeper.llm.retries import Retry, backoff, classify
-from memkeeper.logs import register_secret
+from memkeeper.llm.errors import LlmBadAnswer, LlmError
+from memkeeper.llm.retries import Retry, classify
+from memkeeper.llm.session import SdkSession
 
 if TYPE_CHECKING:
-    import httpx
     import numpy
-    import zhipuai
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,7 @@ class Embedded:
         return self.attempts - 1
 
 
-class Embedder:
+class Embedder(SdkSession):
     """Embeddings of lists of texts; safe to share between threads (httpx's client is).
 
     ``sleep`` is the backoff wait (a test seam); ``max_connections`` sizes the pool so that
@@ -67,53 +64,21 @@ class Embedder:
         max_retries: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        import httpx  # deferred: only a run that embeds pays for the SDK
-        import zhipuai
-
         if dimensions <= 0:
             raise ValueError(f"dimensions must be positive, not {dimensions}")
-        register_secret(api_key)
         update: dict[str, Any] = {"timeout_seconds": timeout_s}
         if max_retries is not None:
             update["max_retries"] = max_retries
-        # The same section with this embedder's timeout: classify() words timeouts with it.
-        self.config = config.model_copy(update=update)
         self.model = model
         self.dimensions = dimensions
-        self._sleep = sleep
-        self._http: httpx.Client = httpx.Client(
-            timeout=timeout_s,
-            limits=httpx.Limits(
-                max_connections=max(max_connections, 1),
-                max_keepalive_connections=max(max_connections, 1),
-            ),
+        # The same section with this embedder's timeout: classify() words timeouts with it.
+        super().__init__(
+            config.model_copy(update=update),
+            api_key=api_key,
+            label="embeddings",
+            max_connections=max_connections,
+            sleep=sleep,
         )
-        try:
-            self._client: zhipuai.ZhipuAI = zhipuai.ZhipuAI(
-                api_key=api_key,
-                base_url=config.base_url or None,  # None: ZHIPUAI_BASE_URL, else Zhipu's
-                timeout=timeout_s,
-                max_retries=0,
-                http_client=self._http,
-            )
-        except Exception as exc:
-            self._http.close()
-            raise LlmError(f"cannot set up the embeddings client ({type(exc).__name__})") from None
-
-    @property
-    def endpoint(self) -> str:
-        """The endpoint, safe to log."""
-        return describe_endpoint(self.config.base_url or None)
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._http.close()
-
-    def __enter__(self) -> Embedder:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def embed(self, texts: Sequence[str]) -> list[numpy.ndarray]:
         """One vector per text (float32, unit length); raises an LlmError otherwise."""
@@ -129,22 +94,7 @@ class Embedder:
         batch = [str(text) for text in texts]
         if not batch:
             return Embedded([], 0, 0)
-        retries = self.config.max_retries
-        problem = "no attempt made"
-        for attempt in range(retries + 1):
-            outcome = self._attempt(batch, attempt + 1)
-            if isinstance(outcome, Embedded):
-                return outcome
-            if isinstance(outcome, LlmError):
-                raise outcome
-            problem, hint = outcome
-            if attempt < retries:
-                self._sleep(backoff(self.config, attempt, hint))
-        raise LlmUnavailable(
-            f"the embeddings endpoint {self.endpoint} is unavailable: {problem} "
-            f"(after {retries + 1} attempt{'s' if retries else ''})",
-            attempts=retries + 1,
-        )
+        return self._with_retries(lambda attempts: self._attempt(batch, attempts))
 
     def _attempt(self, batch: list[str], attempts: int) -> Embedded | LlmError | Retry:
         try:
