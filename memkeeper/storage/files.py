@@ -51,6 +51,19 @@ def placeholders(count: int) -> str:
     return ", ".join("?" * count)
 
 
+def delete_in(conn: Any, table: str, column: str, values: Sequence[Any]) -> int:
+    """``DELETE FROM table WHERE column IN (values)``, in chunks; returns rows deleted.
+
+    The caller holds the transaction. ``table`` and ``column`` are memkeeper's own names.
+    """
+    count = 0
+    for part in chunks(list(values)):
+        count += conn.execute(
+            f"DELETE FROM {table} WHERE {column} IN ({placeholders(len(part))})", list(part)
+        ).rowcount
+    return count
+
+
 class Storage:
     """The hot database (always open) and the cold database (opened when first needed)."""
 

@@ -29,7 +29,7 @@ from typing import Any
 from memkeeper.clock import to_db
 from memkeeper.storage import keywords, transitions
 from memkeeper.storage.changelog import change_row, insert_changes
-from memkeeper.storage.files import Storage, chunks, placeholders
+from memkeeper.storage.files import Storage, delete_in
 from memkeeper.storage.scrub import needles_of, scrub
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import reconcile
@@ -71,16 +71,6 @@ class Selection:
             " AND ? IN (json_extract(before, '$.key'), json_extract(after, '$.key'))",
             [self.user_id, self.namespace, self.key],
         )
-
-
-def _delete_ids(conn, table: str, column: str, ids: Sequence[Any]) -> int:
-    count = 0
-    for part in chunks(list(ids)):
-        cursor = conn.execute(
-            f"DELETE FROM {table} WHERE {column} IN ({placeholders(len(part))})", list(part)
-        )
-        count += cursor.rowcount
-    return count
 
 
 def _texts_of_changes(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -134,13 +124,13 @@ def erase(
             texts += _texts_of_changes(orphans)
             if cold is not None and cold_rows:
                 with immediate_transaction(cold):
-                    _delete_ids(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows])
+                    delete_in(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows])
                 transitions.step_hook("forget-cold-committed")
             conn = hot.conn
             counts = {"memories": len(all_ids)}
-            _delete_ids(conn, "memories", "id", [r["id"] for r in hot_rows])
-            counts["changes"] = _delete_ids(conn, "changes", "memory_id", all_ids)
-            counts["changes"] += _delete_ids(conn, "changes", "id", [r["id"] for r in orphans])
+            delete_in(conn, "memories", "id", [r["id"] for r in hot_rows])
+            counts["changes"] = delete_in(conn, "changes", "memory_id", all_ids)
+            counts["changes"] += delete_in(conn, "changes", "id", [r["id"] for r in orphans])
             delete_uses(hot, all_ids)  # ids and times only: not counted as erased content
             delete_vectors(hot, all_ids)  # embeddings: no text, but derived from it
             if selection.whole_user:
@@ -201,7 +191,7 @@ def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence
     scrub(files, needles, timeout_s=storage.busy_timeout_ms / 1000)
     transitions.step_hook("forget-scrubbed")
     with immediate_transaction(storage.hot):
-        _delete_ids(storage.hot.conn, "pending_scrubs", "id", markers)
+        delete_in(storage.hot.conn, "pending_scrubs", "id", markers)
 
 
 def finish_interrupted(storage: Storage) -> bool:

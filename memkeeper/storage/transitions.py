@@ -46,7 +46,7 @@ from typing import Any
 
 from memkeeper.clock import to_db
 from memkeeper.storage.changelog import change_row, insert_changes
-from memkeeper.storage.files import Storage, chunks, placeholders
+from memkeeper.storage.files import Storage, chunks, delete_in, placeholders
 from memkeeper.storage.schema import COLD_COLUMNS, MEMORY_COLUMNS
 from memkeeper.storage.sqlite import immediate_transaction
 
@@ -173,14 +173,8 @@ def _clear_cold(storage: Storage, removed: Sequence[str], marks: Sequence[str]) 
     if cold is None:
         return
     with immediate_transaction(cold):
-        for part in chunks(list(removed)):
-            cold.conn.execute(
-                f"DELETE FROM cold_memories WHERE id IN ({placeholders(len(part))})", list(part)
-            )
-        for part in chunks(list(marks)):
-            cold.conn.execute(
-                f"DELETE FROM moves_in_flight WHERE id IN ({placeholders(len(part))})", list(part)
-            )
+        delete_in(cold.conn, "cold_memories", "id", removed)
+        delete_in(cold.conn, "moves_in_flight", "id", marks)
 
 
 def _write_hot(storage: Storage, pairs: Sequence[tuple[Transition, Image | None]]) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from memkeeper.clock import from_db, to_db
-from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.files import delete_in
 from memkeeper.storage.transitions import Image, used_image
 
 _UPSERT = (
@@ -100,9 +100,4 @@ def uses_of(db: Database, memory_id: str) -> list[UseDay]:
 
 def delete_uses(db: Database, memory_ids: Sequence[str]) -> int:
     """Delete the uses of these entries (the caller holds the transaction). Returns rows."""
-    count = 0
-    for part in chunks(list(memory_ids)):
-        count += db.conn.execute(
-            f"DELETE FROM uses WHERE memory_id IN ({placeholders(len(part))})", list(part)
-        ).rowcount
-    return count
+    return delete_in(db.conn, "uses", "memory_id", memory_ids)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
-from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.files import chunks, delete_in, placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 
 if TYPE_CHECKING:
@@ -179,12 +179,7 @@ def user_vectors(
 
 def delete_vectors(db: Database, memory_ids: Sequence[str]) -> int:
     """Delete the vectors of these entries (the caller holds the transaction). Returns rows."""
-    count = 0
-    for part in chunks(list(memory_ids)):
-        count += db.conn.execute(
-            f"DELETE FROM vectors WHERE memory_id IN ({placeholders(len(part))})", list(part)
-        ).rowcount
-    return count
+    return delete_in(db.conn, "vectors", "memory_id", memory_ids)
 
 
 def vector_count(db: Database, *, model: str | None = None, dims: int | None = None) -> int:
