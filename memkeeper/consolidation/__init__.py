@@ -1,0 +1,4 @@
+"""Consolidation by meaning.
+
+Duplicate groups found and merged, every change logged and undoable.
+"""

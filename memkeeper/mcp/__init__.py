@@ -1,0 +1,4 @@
+"""memkeeper as an MCP server.
+
+The memory tools over stdio and streamable HTTP, with authentication.
+"""
