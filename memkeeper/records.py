@@ -214,6 +214,29 @@ class SearchHit(_Record):
     recency: float
 
 
+class SearchResults(list[SearchHit]):
+    """The hits of one search, best first: a list, plus what the search cost.
+
+    ``embed_ms`` is the query's own embedding call (0 when none was made: keyword-only, no
+    vectors, or a cache hit), ``search_ms`` everything else (the vectors' dot product, the
+    keyword index, ranking and marking the hits used). ``semantic`` says whether similarity
+    took part; when it did not, the search was keyword-only (no key, no vectors, or the
+    query could not be embedded).
+    """
+
+    embed_ms: float = 0.0
+    search_ms: float = 0.0
+    semantic: bool = False
+
+    def timing(self) -> dict[str, Any]:
+        """The cost as a JSON-ready dict."""
+        return {
+            "embed_ms": round(self.embed_ms, 2),
+            "search_ms": round(self.search_ms, 2),
+            "semantic": self.semantic,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class Context(_Record):
     """The prompt prefill for one user: the slots (``memories``), the entries relevant to the

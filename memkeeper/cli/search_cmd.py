@@ -38,6 +38,7 @@ def search(
 
     Each hit shows its score and components: similarity, keyword, confidence, recency. Hits
     are marked used, as recall marks them. Without an API key the search is keyword-only.
+    A last line on stderr gives the query embedding's time apart from the search's own.
     """
     app.check_now(yes=yes)
     hits = app.store(create=False).search(
@@ -58,6 +59,12 @@ def search(
             f"  [sim {hit.similarity:.3f} kw {hit.keyword:.3f} conf {hit.confidence:.2f}"
             f" rec {hit.recency:.3f}] {m.id}"
         )
+    mode = "by meaning and keywords" if hits.semantic else "keyword-only"
+    click.echo(
+        f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, {mode}: query embedding "
+        f"{hits.embed_ms:.1f} ms, search {hits.search_ms:.1f} ms",
+        err=True,
+    )
 
 
 def register(group: click.Group) -> None:

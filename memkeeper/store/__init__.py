@@ -34,7 +34,7 @@ from typing import Any
 
 from memkeeper.clock import Clock, system_now
 from memkeeper.config import Config
-from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchHit
+from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchResults
 from memkeeper.settings import database_paths, resolve
 from memkeeper.storage.files import Storage
 from memkeeper.storage.sqlite import Tuning
@@ -311,10 +311,12 @@ class MemoryStore:
         kinds: builtins.list[str] | None = None,
         limit: int | None = None,
         include_cold: bool = False,
-    ) -> builtins.list[SearchHit]:
+    ) -> SearchResults:
         """The ``limit`` (``[search] limit``, 3) entries most relevant to ``query`` in the
         namespace and the user's profile, ranked with each score component, marked used as
-        recall marks them; [] when retrieval is off (:mod:`memkeeper.store.search`)."""
+        recall marks them; empty when retrieval is off (:mod:`memkeeper.store.search`). The
+        result is a list with the query embedding's cost apart (``embed_ms``, ``search_ms``).
+        """
         return search.search(
             self._core,
             user_id,

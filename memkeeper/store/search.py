@@ -36,7 +36,7 @@ import structlog
 from memkeeper import validation
 from memkeeper.clock import days_between
 from memkeeper.errors import StorageUnwritable
-from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit
+from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResults
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import placeholders
 from memkeeper.storage.keywords import keyword_scores
@@ -65,19 +65,22 @@ def search(
     limit: int | None,
     include_cold: bool,
     exclude: Collection[str] = (),
-) -> list[SearchHit]:
-    """The ``limit`` best entries for ``query`` (ids in ``exclude`` left out), marked used."""
+) -> SearchResults:
+    """The ``limit`` best entries for ``query`` (ids in ``exclude`` left out), marked used,
+    with the query embedding's cost apart from the search's own."""
     if not semantic.retrieval_enabled(core.config):
-        return []
+        return SearchResults()
     user_id, namespace = core.owner(user_id, namespace)
     query = core.value("query", query).strip() if query.strip() else ""
     wanted = KINDS if not kinds else tuple(dict.fromkeys(validation.kind(k) for k in kinds))
     limit = core.limit(limit if limit is not None else core.config.search.limit)
     if not query:
-        return []
+        return SearchResults()
     namespaces = tuple(dict.fromkeys((namespace, "")))
     started = time.perf_counter()
-    similar, embed_ms = _similar(core, user_id, namespaces, query, 2 * limit + len(exclude))
+    similar, embed_ms, used_vectors = _similar(
+        core, user_id, namespaces, query, 2 * limit + len(exclude)
+    )
     pool = max(MIN_POOL, 10 * limit + len(exclude))
     keyword, memories = _keyword_and_rows(
         core, user_id, namespaces, query, wanted, include_cold, pool, similar
@@ -89,14 +92,11 @@ def search(
         if memory.id not in exclude
     ]
     hits.sort(key=lambda h: (-h.score, -h.memory.last_used_at.timestamp(), h.memory.id))
-    chosen = _mark(core, hits[:limit])
-    log.debug(
-        "search",
-        candidates=len(hits),
-        hits=len(chosen),
-        embed_ms=round(embed_ms, 2),
-        search_ms=round((time.perf_counter() - started) * 1000 - embed_ms, 2),
-    )
+    chosen = SearchResults(_mark(core, hits[:limit]))
+    chosen.embed_ms = embed_ms
+    chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
+    chosen.semantic = used_vectors
+    log.debug("search", candidates=len(hits), hits=len(chosen), **chosen.timing())
     return chosen
 
 
@@ -117,8 +117,9 @@ def _hit(
 
 def _similar(
     core: StoreCore, user_id: str, namespaces: Sequence[str], query: str, top: int
-) -> tuple[dict[str, float], float]:
-    """The ``top`` entries most similar to ``query`` (id: cosine), and the embedding's ms."""
+) -> tuple[dict[str, float], float, bool]:
+    """The ``top`` entries most similar to ``query`` (id: cosine), the embedding's ms, and
+    whether similarity took part (False: keyword-only)."""
     settings = core.config.search
     with core.storage.lock:
         ids, matrix = user_vectors(
@@ -129,12 +130,12 @@ def _similar(
             dims=settings.embedding_dimensions,
         )
     if not ids:
-        return {}, 0.0
+        return {}, 0.0, False
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
     if vector is None:
-        return {}, embed_ms
+        return {}, embed_ms, False
     import numpy as np
 
     similarities = matrix @ vector
@@ -144,7 +145,7 @@ def _similar(
         for i in best
         if similarities[i] >= settings.min_similarity
     }
-    return found, embed_ms
+    return found, embed_ms, True
 
 
 def _keyword_and_rows(
