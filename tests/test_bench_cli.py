@@ -55,6 +55,18 @@ def test_a_small_bench_prints_every_figure_as_json(capsys, tmp_path: Path) -> No
     assert search["entries"] == 500 and search["searches"] > 0
     assert 0 < search["p50_ms"] <= search["p99_ms"] <= search["max_ms"]
     assert search["keyword_index"]["bytes"] > 0
+    meaning = search["by_meaning"]
+    # Every search used the vectors; the query's embedding is timed apart from the search.
+    assert meaning["by_meaning"] == meaning["searches"] > 0
+    assert 0 < meaning["p50_ms"] <= meaning["p99_ms"] <= meaning["max_ms"]
+    assert meaning["embed_max_ms"] > 0
+    index = figures["index"]
+    assert index["status"] == "ok" and index["latency_ms"] == 100
+    assert index["entries_indexed"] > 0 and index["entries_failed"] == 0
+    # Batches went out concurrently, each call at least the stand-in's latency.
+    assert index["max_in_flight"] == index["concurrency"] == 2
+    assert index["calls"] * 0.1 / index["concurrency"] <= index["seconds"] * 1.05
+    assert 0 < index["entries_per_s"] <= index["ideal_entries_per_s"]
     assert [t["what"] for t in figures["targets"]] == [
         "memkeeper / floor",
         "second pass, % of the first",

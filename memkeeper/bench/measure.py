@@ -139,6 +139,20 @@ SEARCH_WORDS = (
 )
 
 
+def fill_search_user(store: MemoryStore, user: str) -> None:
+    """Give ``user`` the search measurements' 500 entries (words from SEARCH_WORDS)."""
+    words = SEARCH_WORDS
+    for n in range(SEARCH_USER_ENTRIES):
+        text = " ".join(words[(n * k) % len(words)] for k in (1, 3, 7)) + f" #{n}"
+        store.remember(user, f"s{n}", text, kind="preference" if n % 3 else "fact")
+
+
+def search_query(n: int) -> str:
+    """The ``n``-th query of the search measurements: two of SEARCH_WORDS."""
+    words = SEARCH_WORDS
+    return f"{words[n % len(words)]} {words[(n * 5) % len(words)]}"
+
+
 def search_latency(path: Path, config: Config, now: datetime, searches: int) -> dict[str, Any]:
     """``search`` for a user with 500 entries: p50 / p99 / max per call, keyword signal only
     (the bench has no key, so no query embedding is made or timed), hits marked used."""
@@ -148,16 +162,12 @@ def search_latency(path: Path, config: Config, now: datetime, searches: int) -> 
         store.close()
         return {"searches": 0, "entries": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
     user = f"{AGENT_PREFIX}search"
-    words = SEARCH_WORDS
     try:
-        for n in range(SEARCH_USER_ENTRIES):
-            text = " ".join(words[(n * k) % len(words)] for k in (1, 3, 7)) + f" #{n}"
-            store.remember(user, f"s{n}", text, kind="preference" if n % 3 else "fact")
+        fill_search_user(store, user)
         timings = []
         for n in range(searches):
-            query = f"{words[n % len(words)]} {words[(n * 5) % len(words)]}"
             began = time.perf_counter()
-            method(user, query)
+            method(user, search_query(n))
             timings.append((time.perf_counter() - began) * 1000)
     finally:
         store.close()

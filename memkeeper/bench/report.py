@@ -11,6 +11,7 @@ def targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
     errors = during["errors"]
     p99, worst = during["p99_ms"], during["max_ms"]
     growth = figures["growth"]["bytes_per_recall"]
+    meaning = figures["search"]["by_meaning"]
     return [
         {
             "what": "memkeeper / floor",
@@ -38,11 +39,11 @@ def targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
         },
         {
             "what": "search, user with 500 entries: p50 / p99 ms (no query embedding)",
-            "figure": [figures["search"]["p50_ms"], figures["search"]["p99_ms"]],
+            "figure": [meaning["p50_ms"], meaning["p99_ms"]],
             "target": "p50 <= 5, p99 <= 20",
-            "met": figures["search"]["p50_ms"] is not None
-            and figures["search"]["p50_ms"] <= 5
-            and figures["search"]["p99_ms"] <= 20,
+            "met": meaning["p50_ms"] is not None
+            and meaning["p50_ms"] <= 5
+            and meaning["p99_ms"] <= 20,
         },
         {
             "what": "peak RSS of the pass, MiB",
@@ -69,6 +70,24 @@ def _search(figures: dict[str, Any]) -> str:
         f"{figures['p50_ms']} / {figures['p99_ms']} / {figures['max_ms']} ms over "
         f"{figures['searches']} searches (keyword signal, no key); keyword index "
         f"{index['bytes'] / 2**20:,.1f} MiB = {index['percent_of_file']} % of the hot file"
+    )
+
+
+def _by_meaning(figures: dict[str, Any]) -> str:
+    return (
+        f"{figures['p50_ms']} / {figures['p99_ms']} / {figures['max_ms']} ms over "
+        f"{figures['searches']} searches ({figures['by_meaning']} by meaning), query "
+        f"embedding apart: p50 {figures['embed_p50_ms']} ms, max {figures['embed_max_ms']} ms"
+    )
+
+
+def _index(figures: dict[str, Any]) -> str:
+    return (
+        f"{figures['entries_indexed']:,} entries in {figures['seconds']} s = "
+        f"{_n(figures['entries_per_s'])} entries/s ({figures['percent_of_ideal']} % of the "
+        f"{_n(figures['ideal_entries_per_s'])}/s that batches of {figures['batch']} x "
+        f"{figures['concurrency']} in flight allow), {figures['calls']} calls, at most "
+        f"{figures['max_in_flight']} in flight, {figures['entries_failed']} failed"
     )
 
 
@@ -140,10 +159,20 @@ def table(figures: dict[str, Any]) -> str:
             f"<= 100 bytes  {verdicts['growth per recall, bytes']}",
         ),
         (
-            "search, a user with 500 entries: p50 / p99 / max",
+            "search, a user with 500 entries, keyword-only",
             _search(figures["search"]),
+            "",
+        ),
+        (
+            "search by meaning, the same size: p50 / p99 / max",
+            _by_meaning(figures["search"]["by_meaning"]),
             "p50 <= 5, p99 <= 20 ms  "
             + verdicts["search, user with 500 entries: p50 / p99 ms (no query embedding)"],
+        ),
+        (
+            f"index job, one run, stand-in at {figures['index']['latency_ms']} ms a call",
+            _index(figures["index"]),
+            "",
         ),
         (
             "recall / remember / search, one process",

@@ -10,6 +10,8 @@
 5. The agents run against the third copy while the runner makes the same pass there, then
    again for as long with no pass: latencies and errors of both.
 6. Growth per recall and the API's call rates, on the first database, in this process.
+7. Search there, keyword-only and by meaning, and one run of the index job against the
+   local embeddings stand-in (:mod:`memkeeper.bench.semantic`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper import __version__
-from memkeeper.bench import measure, report, workers
+from memkeeper.bench import measure, report, semantic, workers
 from memkeeper.bench.floor import CHUNK
 from memkeeper.bench.generate import AGENTS, NOW, generate
 from memkeeper.config import Config
@@ -176,9 +178,12 @@ def run_bench(options: Options, say: Callable[[str], None] = lambda _: None) -> 
         say("growth per recall, call rates")
         growth = measure.growth_per_recall(ours, config, NOW, calls)
         rates = measure.api_rates(ours, config, NOW, calls)
-        say("search")
+        say("search, keyword-only and by meaning (the embeddings stand-in)")
         search = measure.search_latency(ours, config, NOW, min(calls, 300))
         search["keyword_index"] = measure.keyword_index_bytes(ours)
+        search["by_meaning"] = semantic.search_with_vectors(ours, config, NOW, min(calls, 300))
+        say(f"index job throughput (a stand-in at {semantic.INDEX_LATENCY_S * 1000:.0f} ms a call)")
+        index = semantic.index_throughput(ours, config, NOW)
     figures = {
         "date": datetime.now(UTC).date().isoformat(),
         "memkeeper": __version__,
@@ -217,6 +222,7 @@ def run_bench(options: Options, say: Callable[[str], None] = lambda _: None) -> 
         "growth": growth,
         "rates": rates,
         "search": search,
+        "index": index,
         "seconds": round(time.perf_counter() - began, 1),
     }
     figures["targets"] = report.targets(figures)

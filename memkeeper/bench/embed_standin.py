@@ -1,0 +1,136 @@
+"""A local stand-in for an embeddings API, for the bench: an HTTP server on 127.0.0.1.
+
+The index job's throughput depends on the endpoint's latency, not on memkeeper's own work,
+so the bench measures it against a server with a known latency (100 ms per call by
+default, like a nearby region of a hosted API) instead of the network. The stand-in answers
+``POST {url}/embeddings`` in the OpenAI/Zhipu shape with one vector per input: a unit
+vector drawn from a generator seeded by the text's hash — deterministic, and carrying no
+meaning (the search evaluation, which needs meaning, runs against a real endpoint). It
+counts calls and the most calls in flight at once, so the bench can report the concurrency
+it actually got.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+STANDIN_KEY = "standin.bench-only-key"
+"""The API key the bench's config uses for the stand-in (it checks nothing)."""
+
+
+def standin_vector(text: str, dims: int) -> list[float]:
+    """The stand-in's vector for ``text``: a unit vector seeded by the text's hash."""
+    seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass")).digest()[:8])
+    vector = np.random.default_rng(seed).standard_normal(dims)
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        self.server.begin()
+        try:
+            time.sleep(self.server.latency_s)
+            if not self.path.endswith("/embeddings"):
+                self._answer(404, {"error": {"message": f"no such path {self.path}"}})
+                return
+            inputs = body.get("input", [])
+            texts = [inputs] if isinstance(inputs, str) else list(inputs)
+            dims = int(body.get("dimensions") or 512)
+            data = [
+                {"object": "embedding", "index": i, "embedding": standin_vector(t, dims)}
+                for i, t in enumerate(texts)
+            ]
+            tokens = sum(max(1, len(t) // 3) for t in texts)
+            self._answer(
+                200,
+                {
+                    "object": "list",
+                    "model": body.get("model", ""),
+                    "data": data,
+                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                },
+            )
+        finally:
+            self.server.end()
+
+    def _answer(self, status: int, payload: dict[str, Any]) -> None:
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the bench prints its own progress."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, latency_s: float) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.latency_s = latency_s
+        self.calls = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._count = threading.Lock()
+
+    def begin(self) -> None:
+        with self._count:
+            self.calls += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def end(self) -> None:
+        with self._count:
+            self.in_flight -= 1
+
+
+class EmbeddingStandIn:
+    """The stand-in server, running while the context is open; ``url`` is its base URL."""
+
+    def __init__(self, *, latency_s: float = 0.1) -> None:
+        self._server = _Server(latency_s)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="embedding-standin", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def calls(self) -> int:
+        return self._server.calls
+
+    @property
+    def max_in_flight(self) -> int:
+        return self._server.max_in_flight
+
+    def __enter__(self) -> EmbeddingStandIn:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
