@@ -15,13 +15,15 @@ from fake_embeddings import DIMS, FakeEmbeddings, embed_config, fake_vector, wro
 from fake_llm import error
 
 from memkeeper import MemoryStore
+from memkeeper.bench.search_eval import insert_memories, load_eval_set
+from memkeeper.bench.search_eval import recall_at_3 as eval_recall_at_3
 from memkeeper.clock import fixed
 from memkeeper.config import Config
 from memkeeper.records import Memory
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 from memkeeper.store import semantic
 
-EVAL = json.loads((Path(__file__).parent / "data" / "search_eval.json").read_text("utf-8"))
+EVAL = load_eval_set()
 KEY_ENV = "ZHIPUAI_API_KEY"
 KEYWORD_FLOOR = 0.50  # measured 0.536
 HYBRID_FLOOR = 0.70  # measured 0.738 (fake trigram vectors, min_similarity 0.3)
@@ -54,36 +56,11 @@ def index_all(store: MemoryStore, dims: int = DIMS) -> None:
 
 
 def load_eval(store: MemoryStore) -> dict[str, Memory]:
-    refs = {}
-    for e in EVAL["memories"]:
-        if e["kind"] == "note":
-            memory = store.add_note(
-                e["user"], e["value"], namespace=e["namespace"], confidence=e["confidence"]
-            )
-        else:
-            memory = store.remember(
-                e["user"],
-                e["key"],
-                e["value"],
-                namespace=e["namespace"],
-                kind=e["kind"],
-                confidence=e["confidence"],
-            )
-        refs[e["ref"]] = memory
-    return refs
+    return insert_memories(store, EVAL)
 
 
 def recall_at_3(store: MemoryStore, refs: dict[str, Memory]) -> tuple[float, list[str]]:
-    by_id = {m.id: ref for ref, m in refs.items()}
-    total, misses = 0.0, []
-    for q in EVAL["queries"]:
-        hits = store.search(q["user"], q["query"], namespace=q["namespace"], limit=3)
-        found = {by_id[h.memory.id] for h in hits}
-        share = len(found & set(q["expect"])) / len(q["expect"])
-        total += share
-        if share < 1:
-            misses.append(q["query"])
-    return total / len(EVAL["queries"]), misses
+    return eval_recall_at_3(store, EVAL, refs)
 
 
 def test_the_evaluation_set_is_the_promised_size() -> None:
@@ -251,3 +228,32 @@ def test_cli_search_prints_components_and_json(
     assert main(["--db", str(db_path), "search", "alice", "PDF", "--json", "--kind", "fact"]) == 0
     (hit,) = json.loads(capsys.readouterr().out)
     assert hit["memory"]["value"] == "PDF\x1b[31m" and hit["keyword"] == 1.0
+
+
+def test_bench_search_eval_runs_the_index_job_against_the_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``memkeeper bench --search-eval`` against the fake server: the index job embeds the
+    set for real (through the client), and the figures match the in-process evaluation's."""
+    from memkeeper.cli import main
+
+    with FakeEmbeddings() as fake:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            f'[llm]\nbase_url = "{fake.url}"\nmax_retries = 1\n'
+            f"[search]\nembedding_dimensions = {DIMS}\n",
+            encoding="utf-8",
+        )
+        monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
+        assert main(["--config", str(config), "bench", "--search-eval", "--json"]) == 0
+        figures = json.loads(capsys.readouterr().out)
+        embedded = len(fake.embedded_texts())
+    assert figures["index"]["entries_indexed"] == len(EVAL["memories"]) <= embedded
+    assert figures["keyword_only"]["recall_at_3"] >= KEYWORD_FLOOR
+    assert figures["hybrid"]["recall_at_3"] >= HYBRID_FLOOR
+    assert figures["hybrid"]["recall_at_3"] >= figures["keyword_only"]["recall_at_3"]
+    spread = figures["similarity"]
+    assert spread["expected"]["p50"] > spread["others"]["p50"]
+    monkeypatch.delenv(KEY_ENV)
+    assert main(["--config", str(config), "bench", "--search-eval"]) == 0
+    assert "skipped: no API key: set ZHIPUAI_API_KEY" in capsys.readouterr().out

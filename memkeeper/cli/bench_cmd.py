@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from memkeeper.cli import json_option, print_json
+from memkeeper.cli import App, json_option, pass_app, print_json
 
 
 @click.command("bench")
@@ -27,13 +27,22 @@ from memkeeper.cli import json_option, print_json
     type=click.Path(file_okay=False, path_type=Path),
     help="Keep the generated databases in this (new or empty) directory.",
 )
+@click.option(
+    "--search-eval",
+    is_flag=True,
+    help="Instead: the search evaluation (recall@3) against the configured embeddings "
+    "endpoint; skipped without an API key. --config applies.",
+)
 @json_option
+@pass_app
 def bench(
+    app: App,
     memories: int | None,
     users: int | None,
     quick: bool,
     seed: int,
     keep: Path | None,
+    search_eval: bool,
     as_json: bool,
 ) -> None:
     """Measure a maintenance pass on a generated database (README, Performance).
@@ -44,7 +53,24 @@ def bench(
     a pass and without one, and measures peak RSS, growth per recall and call rates. Uses
     the default configuration in a temporary directory: --db, --config and --now do not
     apply. Takes a few minutes at the default size.
+
+    With --search-eval, runs the search evaluation set instead, in a temporary database,
+    against the embeddings endpoint of the configuration (GLM's embedding-3 by default):
+    recall@3 keyword-only and by meaning, and how similar queries are to what they should
+    find, to set [search] min_similarity for that model.
     """
+    if search_eval:
+        from memkeeper.bench.search_eval import run_search_eval
+        from memkeeper.bench.search_eval import table as eval_table
+
+        figures = run_search_eval(
+            app.config, say=lambda text: click.echo(f"bench: {text}", err=True)
+        )
+        if as_json:
+            print_json(figures)
+        else:
+            click.echo(eval_table(figures))
+        return
     from memkeeper.bench.report import table
     from memkeeper.bench.run import DEFAULT, QUICK, Options, run_bench
 
