@@ -352,6 +352,7 @@ def test_several_processes_creating_one_new_database_at_once(tmp_path: Path) -> 
         ("memkeeper", "0005_fewer_indexes"),
         ("memkeeper", "0006_keywords"),
         ("memkeeper", "0007_vectors"),
+        ("memkeeper", "0008_tombstones"),
     ]
     conn = sqlite3.connect(path)
     try:

@@ -236,3 +236,50 @@ def test_forgetting_what_is_not_there_changes_nothing(store: MemoryStore) -> Non
         "episodes": 0,
     }
     assert len(store.changes()) == before
+
+
+def test_forget_namespace_erases_one_project_and_keeps_the_rest(
+    store: MemoryStore, frozen, db_path: Path
+) -> None:
+    """A project (seed 003 §3.4): its entries in every state and file, messages, episodes,
+    vectors and log rows; the user's profile, other projects and other users are kept."""
+    from memkeeper.cli import main
+    from memkeeper.errors import InvalidInput
+    from memkeeper.storage.tombstones import is_tombstoned
+
+    draft = store.remember("alice", "format", f"{SECRET} draft", namespace="acme")
+    frozen.tick(DAY)
+    store.remember("alice", "format", f"{SECRET} final", namespace="acme")  # draft superseded
+    note = store.add_note("alice", f"note {SECRET}", namespace="acme")
+    store.append_message("alice", "s1", "user", f"say {SECRET}", namespace="acme")
+    store.record_episode("alice", f"task {SECRET}", namespace="acme", output_summary=SECRET)
+    run_once(store, ["settle"], now=store.now() + 30 * DAY)  # the draft retired to cold
+    profile = store.remember("alice", "name", "Alice")
+    other = store.remember("alice", "format", "Markdown", namespace="globex")
+    store.record_episode("alice", "globex task", namespace="globex")
+    bob = store.remember("bob", "format", "PDF", namespace="acme")
+    checkpoint_files(store.path)
+    assert set(files_containing(store.path, NEEDLE)) >= {"memory.db", "memory-cold.db"}
+    assert store.get(draft.id) is None or store.get(draft.id).state in ("cold", "superseded")
+
+    counts = store.forget_namespace("alice", "acme")
+
+    assert counts["memories"] == 3 and counts["messages"] == 1 and counts["episodes"] == 1
+    checkpoint_files(store.path)
+    assert files_containing(store.path, NEEDLE) == []
+    assert store.list_memories("alice", namespace="acme") == []
+    assert store.episodes("alice", namespace="acme") == []
+    assert store.get(note.id) is None
+    assert [c.action for c in store.changes(namespace="acme", user_id="alice")] == ["forget"]
+    for kept in (profile, other, bob):
+        assert store.get(kept.id) is not None
+    assert [e.task_name for e in store.episodes("alice", namespace="globex")] == ["globex task"]
+    with store.storage.lock:
+        assert is_tombstoned(store.storage.hot.conn, "key", ("alice", "acme", "format"))
+        assert is_tombstoned(store.storage.hot.conn, "memory", (note.id,))
+    # The profile is not a project; nothing left is "not found" (exit 3) on the command line.
+    with pytest.raises(InvalidInput, match="profile"):
+        store.forget_namespace("alice", "")
+    store.close()
+    assert main(["--db", str(db_path), "forget-namespace", "alice", "acme", "--yes"]) == 3
+    assert main(["--db", str(db_path), "forget-namespace", "alice", "globex", "--yes"]) == 0

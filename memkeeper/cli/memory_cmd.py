@@ -199,6 +199,35 @@ def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
         click.echo("erased " + ", ".join(f"{n} {what}" for what, n in counts.items()))
 
 
+@click.command("forget-namespace")
+@click.argument("user")
+@click.argument("namespace")
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Do it without asking (and even though --now is more than a minute from the real clock).",
+)
+@json_option
+@pass_app
+def forget_namespace(app: App, user: str, namespace: str, yes: bool, as_json: bool) -> None:
+    """Erase one project of USER: NAMESPACE's memories, messages, episodes, log rows. No undo.
+
+    The user's profile (the default namespace) and other projects are kept. Exit 3 if
+    memkeeper holds nothing in NAMESPACE for USER.
+    """
+    app.check_now(yes=yes)
+    store = app.store(create=False)
+    if not yes:
+        click.confirm(f"Erase everything of {user!r} in {namespace!r}?", abort=True, err=True)
+    counts = store.forget_namespace(user, namespace)
+    if not any(counts[what] for what in ("memories", "messages", "episodes")):
+        raise NotFound(f"nothing of {user!r} in namespace {namespace!r}")
+    if as_json:
+        print_json({"erased": counts})
+    else:
+        click.echo("erased " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+
+
 @click.command()
 @click.argument("memory_id")
 @json_option
@@ -215,5 +244,5 @@ def get(app: App, memory_id: str, as_json: bool) -> None:
 
 
 def register(group: click.Group) -> None:
-    for command in (remember, recall, note, forget, forget_id, forget_user, get):
+    for command in (remember, recall, note, forget, forget_id, forget_namespace, forget_user, get):
         group.add_command(command)

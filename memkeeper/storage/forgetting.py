@@ -3,12 +3,16 @@
 Forgetting deletes the entries from the hot file and from cold storage, deletes every
 change-log row about them (their before/after images hold the content), their counted
 uses (:mod:`memkeeper.storage.uses`) and their embedding vectors
-(:mod:`memkeeper.storage.vectors`), and writes one tombstone row saying what was erased,
-when and by whom — ids and counts, never content.
+(:mod:`memkeeper.storage.vectors`), and writes one change-log row saying what was erased,
+when and by whom — ids and counts, never content. In the same commit it records hashed
+tombstones (:mod:`memkeeper.storage.tombstones`): the scope asked for (and, below a whole
+user, each erased id), so that a backup taken earlier can be pruned of the erased entries
+and nothing re-imports them. A forget by id of a keyed entry (fact, preference) also
+tombstones its key.
 Then :mod:`memkeeper.storage.scrub` makes sure no byte of an erased text is left in either file or
 its write-ahead log, including stale copies in the unused space of live pages.
 
-Forgetting something that is not there changes nothing and writes no tombstone.
+Forgetting something that is not there changes nothing: no change-log row, no tombstone.
 
 Retryable until no byte remains. The steps are: cold rows deleted (cold commit); hot rows,
 change-log rows, tombstone and a ``pending_scrubs`` row (hot commit); scrub; the
@@ -32,6 +36,7 @@ from memkeeper.storage.changelog import change_row, insert_changes
 from memkeeper.storage.files import Storage, delete_in
 from memkeeper.storage.scrub import needles_of, scrub
 from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.tombstones import record as record_tombstone
 from memkeeper.storage.transitions import reconcile
 from memkeeper.storage.uses import delete_uses
 from memkeeper.storage.vectors import delete_vectors
@@ -41,7 +46,8 @@ _TEXT_FIELDS = ("key", "value", "source")
 
 @dataclass(frozen=True)
 class Selection:
-    """What to erase: one entry by id, one key of an owner, or everything of a user."""
+    """What to erase: one entry by id, one key of an owner, one namespace of a user (a
+    project), or everything of a user."""
 
     user_id: str | None = None
     namespace: str | None = None
@@ -52,20 +58,31 @@ class Selection:
     def whole_user(self) -> bool:
         return self.memory_id is None and self.key is None and self.namespace is None
 
+    @property
+    def whole_namespace(self) -> bool:
+        return self.memory_id is None and self.key is None and self.namespace is not None
+
+    def owner_where(self) -> tuple[str, list[Any]]:
+        """For a whole user or namespace: a WHERE clause on any table with the owner's
+        columns (memories, changes, messages, episodes)."""
+        if self.whole_namespace:
+            return "user_id = ? AND namespace = ?", [self.user_id, self.namespace]
+        return "user_id = ?", [self.user_id]
+
     def memory_where(self) -> tuple[str, list[Any]]:
         """A WHERE clause valid for both memory tables."""
         if self.memory_id is not None:
             return "id = ?", [self.memory_id]
-        if self.whole_user:
-            return "user_id = ?", [self.user_id]
+        if self.whole_user or self.whole_namespace:
+            return self.owner_where()
         return "user_id = ? AND namespace = ? AND key = ?", [self.user_id, self.namespace, self.key]
 
     def change_where(self) -> tuple[str, list[Any]]:
         """A WHERE clause on ``changes`` finding the rows of entries no table holds any more."""
         if self.memory_id is not None:
             return "memory_id = ?", [self.memory_id]
-        if self.whole_user:
-            return "user_id = ?", [self.user_id]
+        if self.whole_user or self.whole_namespace:
+            return self.owner_where()
         return (
             "user_id = ? AND namespace = ? AND memory_id IS NOT NULL"
             " AND ? IN (json_extract(before, '$.key'), json_extract(after, '$.key'))",
@@ -83,13 +100,42 @@ def _texts_of_changes(rows: Sequence[dict[str, Any]]) -> list[str]:
     return texts
 
 
+def _tombstones(
+    selection: Selection,
+    rows: Sequence[dict[str, Any]],
+    orphans: Sequence[dict[str, Any]],
+    ids: Sequence[str],
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The tombstones an erasure records: the scope asked for, each erased id, and (for a
+    forget by id or of a namespace) the key of each keyed entry, found in its row or its
+    change-log images."""
+    found: list[tuple[str, tuple[str, ...]]] = []
+    if selection.memory_id is not None or selection.whole_namespace:
+        images = list(rows)
+        for row in orphans:
+            images += [json.loads(row[c]) for c in ("before", "after") if row[c]]
+        keys = {
+            (str(image["user_id"]), str(image["namespace"]), str(image["key"]))
+            for image in images
+            if image.get("key") is not None and image.get("kind") != "note"
+        }
+        found += [("key", key) for key in sorted(keys)]
+    elif selection.whole_user:
+        return [("user", (str(selection.user_id),))]  # covers every id; one row per user
+    else:
+        key = (str(selection.user_id), str(selection.namespace), str(selection.key))
+        found.append(("key", key))
+    found += [("memory", (memory_id,)) for memory_id in sorted(ids)]
+    return found
+
+
 def erase(
     storage: Storage, selection: Selection, *, actor: str, now: datetime, reason: str
 ) -> dict[str, int]:
     """Erase what ``selection`` names, with its change-log rows; returns counts.
 
-    With a whole-user selection, also the user's messages and episodes. Returns counts of
-    what was erased (all zero when nothing was there).
+    With a whole-user or whole-namespace selection, also the owner's messages and episodes.
+    Returns counts of what was erased (all zero when nothing was there).
     """
     hot = storage.hot
     where, params = selection.memory_where()
@@ -133,19 +179,21 @@ def erase(
             counts["changes"] += delete_in(conn, "changes", "id", [r["id"] for r in orphans])
             delete_uses(hot, all_ids)  # ids and times only: not counted as erased content
             delete_vectors(hot, all_ids)  # embeddings: no text, but derived from it
-            if selection.whole_user:
+            if selection.whole_user or selection.whole_namespace:
+                owner_sql, owner_params = selection.owner_where()
                 for table, columns in (
                     ("messages", ("content",)),
                     ("episodes", ("task_name", "input_summary", "output_summary", "user_feedback")),
                 ):
                     rows = list(
                         hot.query(
-                            f"SELECT {', '.join(columns)} FROM {table} WHERE user_id = ?", [user_id]
+                            f"SELECT {', '.join(columns)} FROM {table} WHERE {owner_sql}",
+                            owner_params,
                         )
                     )
                     texts += [row[c] for row in rows for c in columns]
                     counts[table] = conn.execute(
-                        f"DELETE FROM {table} WHERE user_id = ?", [user_id]
+                        f"DELETE FROM {table} WHERE {owner_sql}", owner_params
                     ).rowcount
             erased_anything = any(counts.values())
             if erased_anything:
@@ -165,6 +213,9 @@ def erase(
                         )
                     ],
                 )
+            if erased_anything:
+                for scope, parts in _tombstones(selection, hot_rows + cold_rows, orphans, all_ids):
+                    record_tombstone(conn, scope, parts, now)
             marker = None
             if erased_anything or interrupted:
                 marker = conn.execute(

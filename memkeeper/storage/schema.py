@@ -256,6 +256,25 @@ def _hot_vectors(db: Database) -> None:
     )
 
 
+@_step(hot_migrations, _HOT_STEPS, "0008_tombstones")
+def _hot_tombstones(db: Database) -> None:
+    # One row per erasure scope (memkeeper.storage.tombstones): the sha256 of an erased
+    # entry's id, of a (user, namespace, key), or of a user id — never the identity or a
+    # value. Kept forever, so that restoring or pruning a backup, or an extraction, cannot
+    # bring an erased memory back.
+    db.executescript(
+        """
+        CREATE TABLE tombstones (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL CHECK (scope IN ('memory', 'key', 'user')),
+            digest TEXT NOT NULL,
+            erased_at TEXT NOT NULL
+        );
+        CREATE INDEX tombstones_by_digest ON tombstones (scope, digest);
+        """
+    )
+
+
 @_step(cold_migrations, _COLD_STEPS, "0001_initial")
 def _cold_initial(db: Database) -> None:
     db.executescript(

@@ -1,4 +1,4 @@
-"""Forgetting at a user's request: one key, one entry, or everything about a user.
+"""Forgetting at a user's request: one key, one entry, one project, or everything about a user.
 
 These only check the input and say what to erase; the erasure itself — hot and cold rows,
 their change-log rows, a content-free tombstone, and the scrub that leaves no byte of the
@@ -9,6 +9,7 @@ cannot be undone: the change-log rows that could restore an entry are erased wit
 from __future__ import annotations
 
 from memkeeper import validation
+from memkeeper.errors import InvalidInput
 from memkeeper.storage.forgetting import Selection, erase
 from memkeeper.store.core import StoreCore
 
@@ -38,6 +39,24 @@ def forget_memory(core: StoreCore, memory_id: str) -> int:
         reason="erased one entry at the user's request",
     )
     return counts["memories"]
+
+
+def forget_namespace(core: StoreCore, user_id: str, namespace: str) -> dict[str, int]:
+    """Erase one namespace of a user (a project): its memories, messages, episodes and their
+    log rows. The default namespace (the user's profile) is not a project: forget_user."""
+    user_id, namespace = core.owner(user_id, namespace)
+    if not namespace:
+        raise InvalidInput(
+            "namespace: the default namespace is the user's profile, not a project; "
+            "forget its keys one by one, or everything about the user with forget_user"
+        )
+    return erase(
+        core.storage,
+        Selection(user_id=user_id, namespace=namespace),
+        actor=f"{core.actor}:forget_namespace",
+        now=core.now(),
+        reason="erased one namespace (a project) at the user's request",
+    )
 
 
 def forget_user(core: StoreCore, user_id: str) -> dict[str, int]:
