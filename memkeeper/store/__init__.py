@@ -350,6 +350,10 @@ class MemoryStore:
         """Erase one entry (a note, say) by id, with its history. Returns 1, or 0 if absent."""
         return forgetting.forget_memory(self._core, memory_id)
 
+    def forget_namespace(self, user_id: str, namespace: str) -> dict[str, int]:
+        """Erase a project: the namespace's memories, messages, episodes, their log rows."""
+        return forgetting.forget_namespace(self._core, user_id, namespace)
+
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Erase everything about a user: memories, messages, episodes, their log rows."""
         return forgetting.forget_user(self._core, user_id)
