@@ -265,11 +265,20 @@ def add_session(
 
 
 def snapshot(store: MemoryStore) -> dict[str, list[dict[str, Any]]]:
-    """Every memory, message and change-log row (what a failed session must leave alone)."""
+    """Every memory, message and change-log row (what a failed session must leave alone).
+
+    Left out: the rows that count a session's refusals toward parking it (actions
+    ``session_failed``, ``park``), which are about the session, not its memory
+    (tests/test_parking.py checks them).
+    """
+    where = {"changes": " WHERE action NOT IN ('session_failed', 'park')"}
     with store.storage.lock:
         return {
             table: [
-                dict(row) for row in store.storage.hot.query(f"SELECT * FROM {table} ORDER BY 1")
+                dict(row)
+                for row in store.storage.hot.query(
+                    f"SELECT * FROM {table}{where.get(table, '')} ORDER BY 1"
+                )
             ]
             for table in ("memories", "messages", "changes")
         }

@@ -234,6 +234,9 @@ def status_data(app: App) -> dict[str, Any]:
     data["jobs"] = job_schedule_status(store.config, data["last_runs"], now)
     data["service"] = service_state(store.path)
     data["last_runs"] = {job: run.to_dict() for job, run in data["last_runs"].items()}
+    from memkeeper.cli.summarize_cmd import parked_list
+
+    data["parked_sessions"] = [item.to_dict(now) for item in parked_list(app)[1]]
     return data
 
 
@@ -267,6 +270,14 @@ def status(app: App, as_json: bool) -> None:
         f"messages:  {messages['total']} ({messages['unsummarized']} unsummarized); "
         f"episodes: {data['episodes']}"
     )
+    if data["parked_sessions"]:
+        from memkeeper.cli.summarize_cmd import parked_lines
+
+        click.echo(
+            f"parked:    {len(data['parked_sessions'])} session(s) the model will not summarize"
+        )
+        for line in parked_lines(data["parked_sessions"]):
+            click.echo(f"  {line}")
     service = data["service"]
     click.echo(
         f"service:   running (pid {service['pid']})"

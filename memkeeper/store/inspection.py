@@ -14,6 +14,7 @@ from memkeeper.audit.explain import explain as render_explanation
 from memkeeper.audit.log import query_changes
 from memkeeper.errors import NotFound
 from memkeeper.records import Change, JobRun
+from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.uses import uses_of
 from memkeeper.store.core import StoreCore
 from memkeeper.store.listing import get
@@ -74,7 +75,33 @@ def explain(core: StoreCore, memory_id: str) -> str:
         found = tombstones
     with core.storage.lock:
         uses = uses_of(core.storage.hot, memory_id)
-    return render_explanation(memory, found, memory_id, uses)
+        quotes = source_messages(core, found)
+    return render_explanation(memory, found, memory_id, uses, quotes)
+
+
+def source_messages(core: StoreCore, found: list[Change]) -> dict[int, str]:
+    """The messages extracted values came from (``session:<id>`` sources), still held, as
+    one line each: ``user, 2026-03-01 09:00: '...'``."""
+    ids = sorted(
+        {
+            int(i)
+            for change in found
+            if (change.source or "").startswith("session:")
+            for i in change.details.get("message_ids") or []
+        }
+    )
+    quotes = {}
+    for part in chunks(ids):
+        for row in core.storage.hot.query(
+            "SELECT id, role, content, created_at FROM messages"
+            f" WHERE id IN ({placeholders(len(part))})",
+            list(part),
+        ):
+            text = " ".join(row["content"].split())
+            text = text if len(text) <= 160 else text[:159] + "…"
+            when = row["created_at"][:16].replace("T", " ")
+            quotes[row["id"]] = f"{row['role']}, {when} UTC: {text!r}"
+    return quotes
 
 
 def job_runs(core: StoreCore, *, job: str | None, limit: int) -> list[JobRun]:

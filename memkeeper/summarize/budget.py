@@ -43,6 +43,7 @@ def reserve_plan(
     *,
     input_budget: int,
     max_output: int,
+    extract: bool = False,
 ) -> SummaryPlan | None:
     """The plan for these messages that fits what is left, reserved; None if none fits."""
     for _ in range(RESERVE_TRIES):
@@ -54,6 +55,7 @@ def reserve_plan(
             max_output=max_output,
             calls_left=calls_left,
             tokens_left=tokens_left,
+            extract=extract,
         )
         if plan is None:
             return None

@@ -3,7 +3,8 @@
 Inside one write transaction it re-checks that nothing moved since the session was read (its
 messages still unsummarized, its current summary the same one), writes the new note and
 supersedes the previous summary through the shared transition mechanism (with their
-change-log rows), and marks the messages (``summarized_at``, ``summary_id``). A session that
+change-log rows), marks the messages (``summarized_at``, ``summary_id``) and remembers what
+extraction kept (:mod:`~memkeeper.summarize.extract_commit`, the third sieve). A session that
 moved meanwhile is left exactly as it was, due again next run. The change log records the
 model, the tokens and the ids of the messages the summary covers.
 """
@@ -18,6 +19,7 @@ from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Image, Transition, supersede
 from memkeeper.store.entries import new_entry_image
+from memkeeper.summarize.extract_commit import remember_extracted
 from memkeeper.summarize.session import (
     SessionResult,
     covers_from,
@@ -67,6 +69,10 @@ def commit(ctx: JobContext, result: SessionResult, model: str) -> bool:
                 "UPDATE messages SET summarized_at = ?, summary_id = ?"
                 f" WHERE id IN ({placeholders(len(part))}) AND summarized_at IS NULL",
                 [stamp, new_id, *part],
+            )
+        if result.memories:
+            result.written = remember_extracted(
+                ctx, session.user_id, session.namespace, session.session_id, result.memories
             )
     return True
 

@@ -46,6 +46,14 @@ def check_summary(answer: LlmAnswer, *, min_chars: int, max_bytes: int) -> str:
     that is not a JSON object with a non-empty ``summary`` string (a list of strings is
     accepted as lines), one shorter than ``min_chars`` characters, or one over ``max_bytes``.
     """
+    return check_answer(answer, min_chars=min_chars, max_bytes=max_bytes)[0]
+
+
+def check_answer(
+    answer: LlmAnswer, *, min_chars: int, max_bytes: int
+) -> tuple[str, dict[str, object]]:
+    """:func:`check_summary`, and the whole JSON object (where extraction finds its
+    ``memories``, checked by :mod:`memkeeper.summarize.extract_gate`)."""
     reason = (answer.finish_reason or "").lower()
     if reason in REJECTED_FINISH_REASONS:
         what = "truncated" if reason == "length" else "not a complete answer"
@@ -65,4 +73,5 @@ def check_summary(answer: LlmAnswer, *, min_chars: int, max_bytes: int) -> str:
         )
     if len(summary.encode("utf-8")) > max_bytes:
         raise SummaryRejected(f"summary longer than {max_bytes} bytes")
-    return summary
+    assert isinstance(data, dict)
+    return summary, data

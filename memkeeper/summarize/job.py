@@ -3,7 +3,9 @@
 Sessions are summarized on a pool of ``max_concurrency`` session threads whose LLM calls share
 a pool of as many call threads; each result is committed (one transaction per session) and
 counted as it arrives. An auth error stops the run (the sessions in flight finish); sessions
-that failed are left for the next run and reported as one :class:`LlmError`.
+that failed are left for the next run and reported as one :class:`LlmError`. Parked sessions
+are not tried; a refusal that is the session's own counts toward parking it
+(:mod:`~memkeeper.summarize.parking`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmAuthError, LlmError, LlmNotConfigured, LlmUnavailable
 from memkeeper.maintenance.jobkit import JobContext, JobSkipped
 from memkeeper.summarize.commit import commit
+from memkeeper.summarize.parking import note_refusal, without_parked
 from memkeeper.summarize.session import DueSession, SessionResult
 from memkeeper.summarize.summarizer import Summarizer
 
@@ -62,6 +65,7 @@ def _record(ctx: JobContext, result: SessionResult, model: str) -> None:
         if commit(ctx, result, model):
             stats["sessions_summarized"] += 1
             stats["messages_summarized"] += len(result.message_ids)
+            _count_extraction(stats, result)
             ctx.log.info(
                 "session summarized",
                 **where,
@@ -82,6 +86,16 @@ def _record(ctx: JobContext, result: SessionResult, model: str) -> None:
         # the job's one failure line already names: per session, that is detail for -v.
         level = "info" if isinstance(result.error, LlmUnavailable) else "warning"
         getattr(ctx.log, level)(f"session {result.status}", **where, reason=result.reason)
+        note_refusal(ctx, result)
+
+
+def _count_extraction(stats: dict[str, Any], result: SessionResult) -> None:
+    """Add what extraction's sieves did with a committed session's candidates."""
+    for reason, count in result.dropped.items():
+        stats[f"extract_dropped_{reason}"] = stats.get(f"extract_dropped_{reason}", 0) + count
+    for what, count in result.written.items():
+        name = f"extract_{what}" if what.startswith("skipped_") else what
+        stats[name] = stats.get(name, 0) + count
 
 
 def _summarize_all(ctx: JobContext, due: list[DueSession], client: LlmClient) -> None:
@@ -134,6 +148,7 @@ def summarize_due(ctx: JobContext, due: list[DueSession]) -> LlmError | None:
     config: SummarizeJob = ctx.config  # type: ignore[assignment]
     llm: LlmSection = ctx.store.config.llm
     ctx.stats.update(_new_stats(len(due)))
+    due = without_parked(ctx, due)
     if not due:
         return None
     error: LlmError | None = None

@@ -78,11 +78,15 @@ class Overheads:
     fold: int
 
     @classmethod
-    def measure(cls, language: str | None, max_output_tokens: int) -> Overheads:
+    def measure(
+        cls, language: str | None, max_output_tokens: int, *, extract: bool = False
+    ) -> Overheads:
+        """The overheads of each shape; ``extract`` counts the extraction ask in them."""
+        out = max_output_tokens
         return cls(
-            single=prompt_tokens(update_prompt("", "", language, max_output_tokens)),
-            segment=prompt_tokens(segment_prompt("", 999, 999, language, max_output_tokens)),
-            fold=prompt_tokens(fold_prompt([""], True, language, max_output_tokens)),
+            single=prompt_tokens(update_prompt("", "", language, out, extract=extract)),
+            segment=prompt_tokens(segment_prompt("", 999, 999, language, out, extract=extract)),
+            fold=prompt_tokens(fold_prompt([""], True, language, out)),
         )
 
 
@@ -94,13 +98,15 @@ def plan_summary(
     max_output: int,
     calls_left: int,
     tokens_left: int,
+    extract: bool = False,
 ) -> SummaryPlan | None:
     """The plan for summarizing ``messages`` (oldest first) into ``previous``; None if even
-    the smallest useful piece does not fit the remaining budget."""
+    the smallest useful piece does not fit the remaining budget. ``extract``: the calls
+    that see the transcript also ask for memories (their prompts are that much longer)."""
     if not messages:
         return None
     language = detect_language([m.content for m in messages])
-    overheads = Overheads.measure(language, max_output)
+    overheads = Overheads.measure(language, max_output, extract=extract)
     previous_tokens = estimate_tokens(previous) + 8 if previous is not None else 0
     chunk_room = max(input_budget - overheads.segment, MIN_CHUNK_TOKENS)
     segments = segments_of(messages, chunk_room)

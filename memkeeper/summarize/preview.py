@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from memkeeper.config import SummarizeJob
 from memkeeper.maintenance.jobkit import JobContext, PlannedChange
+from memkeeper.summarize.parking import without_parked
 from memkeeper.summarize.session import DueSession, oldest_unsummarized_ids, summary_key
 
 
@@ -16,6 +17,8 @@ def preview(ctx: JobContext, due: list[DueSession]) -> None:
     config: SummarizeJob = ctx.config  # type: ignore[assignment]
     storage = ctx.store.storage
     total = 0
+    everything = len(due)
+    due = without_parked(ctx, due)
     for session in due:
         count = session.unsummarized - config.keep_recent
         ids, previous = oldest_unsummarized_ids(storage, session, count)
@@ -43,5 +46,5 @@ def preview(ctx: JobContext, due: list[DueSession]) -> None:
                     )
                 )
         ctx.advance(1)
-    ctx.stats["sessions_due"] = len(due)
+    ctx.stats["sessions_due"] = everything
     ctx.stats["messages_to_summarize"] = total

@@ -10,6 +10,7 @@ lock; none writes.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -18,6 +19,7 @@ from memkeeper.llm.usage import Usage
 from memkeeper.storage.files import Storage
 from memkeeper.storage.transitions import Image
 from memkeeper.store.entries import current_entry
+from memkeeper.summarize.extract import Extracted
 from memkeeper.summarize.transcript import SourceMessage
 
 _RANGE = re.compile(r";messages=(\d+)-(\d+)$")
@@ -66,6 +68,12 @@ class SessionResult:
     chunks: int = 0
     complete: bool = True
     error: LlmError | None = None
+    memories: list[Extracted] = field(default_factory=list)
+    """What extraction's first two sieves kept (the third runs in the commit)."""
+    dropped: Counter[str] = field(default_factory=Counter)
+    """Candidates the first two sieves dropped, by reason."""
+    written: Counter[str] = field(default_factory=Counter)
+    """What the third sieve did in the commit (extracted, superseded, skipped...)."""
 
 
 def due_sessions(storage: Storage, max_messages: int) -> list[DueSession]:

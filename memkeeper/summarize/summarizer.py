@@ -26,11 +26,14 @@ from memkeeper.llm.errors import (
 from memkeeper.llm.usage import Usage
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.summarize.budget import reserve_plan, room_for_a_call, run_budget
-from memkeeper.summarize.gate import check_summary
+from memkeeper.summarize.extract import sift
+from memkeeper.summarize.extract_gate import Candidate, GateLimits, check_memories
+from memkeeper.summarize.gate import check_answer
 from memkeeper.summarize.plan import Overheads, SummaryPlan, fold_groups
 from memkeeper.summarize.prompt import Message, fold_prompt, segment_prompt, update_prompt
 from memkeeper.summarize.session import DueSession, SessionResult, unsummarized
 from memkeeper.summarize.tokens import estimate_tokens
+from memkeeper.summarize.transcript import Chunk
 
 
 class _Aborted(Exception):
@@ -49,6 +52,13 @@ class Summarizer:
         self.abort = threading.Event()
         self.unavailable = threading.Event()
         self.budget = run_budget(self.config)
+        self.extract = self.config.extract.enabled
+        limits = ctx.store.config.limits
+        self.gate_limits = GateLimits(
+            max_candidates=self.config.extract.max_candidates,
+            max_value_bytes=min(self.config.extract.max_value_bytes, limits.max_value_bytes),
+            max_key_chars=limits.max_key_chars,
+        )
 
     # -- calling --------------------------------------------------------------------------
 
@@ -57,15 +67,38 @@ class Summarizer:
             raise _Aborted
         return self.client.complete(messages)
 
-    def _check(self, answer: LlmAnswer) -> str:
-        return check_summary(
+    def _check(
+        self, answer: LlmAnswer, session: DueSession, shown: set[int] | None, found: list[Candidate]
+    ) -> str:
+        """The summary of an answer that passes the gate; with ``shown`` (the ids of the
+        messages the call saw), its memories pass the extraction gate into ``found``."""
+        summary, data = check_answer(
             answer,
             min_chars=self.config.min_summary_chars,
             max_bytes=self.ctx.store.config.limits.max_value_bytes,
         )
+        if shown is not None:
+            found += check_memories(
+                data,
+                shown=shown,
+                user_id=session.user_id,
+                namespace=session.namespace,
+                limits=self.gate_limits,
+            )
+        return summary
 
-    def _run_calls(self, prompts: Sequence[list[Message]], usage: Usage) -> list[str]:
-        """Run prompts on the call pool; the summaries in order, or the first error."""
+    def _run_calls(
+        self,
+        prompts: Sequence[list[Message]],
+        usage: Usage,
+        session: DueSession,
+        shown: Sequence[set[int]] | None = None,
+        found: list[Candidate] | None = None,
+    ) -> list[str]:
+        """Run prompts on the call pool; the summaries in order, or the first error.
+
+        ``shown``: per prompt, the message ids it holds, when it also asks for memories
+        (collected into ``found``)."""
         futures: list[Future[LlmAnswer]] = [self.calls.submit(self._complete, p) for p in prompts]
         results: list[str] = []
         error: BaseException | None = None
@@ -87,25 +120,36 @@ class Summarizer:
                 continue
             usage.add(answer)
             if error is None:
+                seen = shown[len(results)] if shown is not None else None
+                into = found if found is not None else []
                 try:
-                    results.append(self._check(answer))
+                    results.append(self._check(answer, session, seen, into))
                 except SummaryRejected as exc:
                     error = exc
         if error is not None:
             raise error
         return results
 
-    def _execute(self, plan: SummaryPlan, previous: str | None, usage: Usage) -> str:
-        out = self.llm.max_output_tokens
+    def _execute(
+        self,
+        plan: SummaryPlan,
+        previous: str | None,
+        usage: Usage,
+        session: DueSession,
+        found: list[Candidate],
+    ) -> str:
+        out, extract = self.llm.max_output_tokens, self.extract
+        shown = [_ids(chunk) for chunk in plan.chunks] if extract else None
         if plan.mode == "single":
-            prompt = update_prompt(previous, plan.chunks[0].text, plan.language, out)
-            return self._run_calls([prompt], usage)[0]
+            text = plan.chunks[0].text
+            prompt = update_prompt(previous, text, plan.language, out, extract=extract)
+            return self._run_calls([prompt], usage, session, shown, found)[0]
         total = len(plan.chunks)
         prompts = [
-            segment_prompt(chunk.text, number, total, plan.language, out)
+            segment_prompt(chunk.text, number, total, plan.language, out, extract=extract)
             for number, chunk in enumerate(plan.chunks, 1)
         ]
-        pieces = self._run_calls(prompts, usage)
+        pieces = self._run_calls(prompts, usage, session, shown, found)
         has_previous = previous is not None
         if previous is not None:
             pieces.insert(0, previous)
@@ -120,7 +164,7 @@ class Summarizer:
                 )
                 for group in folds
             ]
-            folded = iter(self._run_calls(prompts, usage))
+            folded = iter(self._run_calls(prompts, usage, session))
             pieces = [next(folded) if len(g) > 1 else pieces[g[0]] for g in groups]
             has_previous = has_previous and groups[0] == [0]
         return pieces[0]
@@ -148,6 +192,7 @@ class Summarizer:
             previous_text,
             input_budget=self.config.input_budget_tokens,
             max_output=self.llm.max_output_tokens,
+            extract=self.extract,
         )
         if plan is None:
             return SessionResult(session, "skipped", "over this run's budget")
@@ -162,8 +207,14 @@ class Summarizer:
             chunks=len(plan.chunks),
             complete=plan.complete,
         )
+        found: list[Candidate] = []
         try:
-            result.summary = self._execute(plan, previous_text, usage)
+            result.summary = self._execute(plan, previous_text, usage, session, found)
+            if self.extract:
+                covered = {m.id: m for m in batch if m.id in set(plan.message_ids)}
+                result.memories, result.dropped = sift(
+                    found, covered, min_confidence=self.config.extract.min_confidence
+                )
         except LlmAuthError:
             self.abort.set()
             raise
@@ -180,3 +231,8 @@ class Summarizer:
                 session.user_id, plan.calls, plan.tokens, usage.attempts, usage.tokens
             )
         return result
+
+
+def _ids(chunk: Chunk) -> set[int]:
+    """The ids of the messages a call with this chunk is shown."""
+    return {segment.message_id for segment in chunk.segments}
