@@ -7,7 +7,7 @@ The runner imports this registry only when it runs a job.
 
 from __future__ import annotations
 
-from memkeeper.jobs import demote, expire, index, prune, retain, settle, summarize
+from memkeeper.jobs import demote, expire, index, merge, prune, retain, settle, summarize
 
 from memkeeper.config import JOB_ORDER
 from memkeeper.maintenance.jobkit import Job
@@ -18,6 +18,7 @@ _JOBS: tuple[Job, ...] = (
     demote.JOB,
     prune.JOB,
     index.JOB,
+    merge.JOB,
     retain.JOB,
     summarize.JOB,
 )

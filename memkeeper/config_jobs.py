@@ -10,7 +10,9 @@ from pydantic import Field, model_validator
 
 from memkeeper.config_base import JobSection, Section
 from memkeeper.config_index import IndexJob
+from memkeeper.config_merge import MergeJob
 from memkeeper.config_retention import RetainJob
+from memkeeper.config_summarize_extras import ExtractSection, ParkingSection
 from memkeeper.validation import MAX_DAYS
 
 _Section = Section
@@ -101,6 +103,13 @@ class SummarizeJob(_Job):
         400_000, gt=0, description="Most LLM tokens per user in one run."
     )
     max_concurrency: int = Field(4, gt=0, le=64, description="LLM calls in flight at once.")
+    extract: ExtractSection = Field(
+        default_factory=ExtractSection,
+        description="Extraction of durable facts and preferences from the summarized messages.",
+    )
+    parking: ParkingSection = Field(
+        default_factory=ParkingSection, description="Sessions the model will not summarize."
+    )
 
     @model_validator(mode="after")
     def _keeps_fewer_than_due(self) -> SummarizeJob:
@@ -112,10 +121,20 @@ class SummarizeJob(_Job):
         return self
 
 
-JOB_ORDER: tuple[str, ...] = ("settle", "expire", "demote", "prune", "index", "retain", "summarize")
+JOB_ORDER: tuple[str, ...] = (
+    "settle",
+    "expire",
+    "demote",
+    "prune",
+    "index",
+    "merge",
+    "retain",
+    "summarize",
+)
 """The maintenance jobs, in the documented order ``run-once`` runs them: settle the grey
 period, expiry and demotion, the per-user cap (counting what the others left), indexing
-(embeddings for search), retention (change log and cold storage bounded, free pages
+(embeddings for search), merging duplicates (by meaning: after indexing, so it compares
+current vectors), retention (change log and cold storage bounded, free pages
 returned), then summarization (the slowest). Each has its section below; the job registry
 (:mod:`memkeeper.jobs`) must match (a test checks it)."""
 
@@ -136,6 +155,9 @@ class JobsSection(_Section):
     )
     index: IndexJob = Field(
         default_factory=IndexJob, description="Embedding new and changed entries for search."
+    )
+    merge: MergeJob = Field(
+        default_factory=MergeJob, description="Merging duplicates (consolidation by meaning)."
     )
     summarize: SummarizeJob = Field(
         default_factory=SummarizeJob,

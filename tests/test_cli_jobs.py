@@ -151,6 +151,7 @@ def test_run_once_due_runs_only_what_its_schedule_says(cli) -> None:
         "demote",
         "prune",
         "index",
+        "merge",
         "retain",
         "summarize",
     }
@@ -162,7 +163,7 @@ def test_run_once_due_runs_only_what_its_schedule_says(cli) -> None:
     assert [job["job"] for job in json.loads(out)["jobs"]] == ["index"]
     code, out, _ = cli("run-once", "--due", "--json", now="2026-03-03T03:40:00Z")
     jobs = {job["job"]: job for job in json.loads(out)["jobs"]}
-    assert set(jobs) == {"settle", "expire", "prune", "index", "summarize"}
+    assert set(jobs) == {"settle", "expire", "prune", "index", "merge", "summarize"}
     assert {job["trigger"] for job in jobs.values()} == {"schedule"}
     code, _out, err = cli("run-once", "--due", "--job", "expire")
     assert code == 2 and "--due" in err

@@ -51,6 +51,7 @@ def make_config(timezone: str = "UTC", **jobs: dict[str, Any]) -> Config:
             "summarize": {"enabled": False},
             "retain": {"enabled": False},
             "index": {"enabled": False},
+            "merge": {"enabled": False},
         },
         "service": {"timezone": timezone},
     }

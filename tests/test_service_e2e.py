@@ -162,7 +162,8 @@ def query(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
 
 
 def write_config(path: Path, text: str = "", **schedules: str) -> Path:
-    # summarize needs an LLM; retain (weekly) is not what these tests are about.
+    # summarize needs an LLM; retain (weekly), index and merge are not what these tests
+    # are about.
     lines = [
         "[jobs.summarize]",
         "enabled = false",
@@ -171,6 +172,9 @@ def write_config(path: Path, text: str = "", **schedules: str) -> Path:
         "enabled = false",
         "",
         "[jobs.index]",
+        "enabled = false",
+        "",
+        "[jobs.merge]",
         "enabled = false",
         "",
     ]

@@ -10,7 +10,7 @@ exactly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -34,7 +34,11 @@ ACTION_VERBS = {
     "undo": "undone",
     "forget": "erased",
     "summarize": "summarized",
+    "session_failed": "not summarized",
+    "park": "parked",
+    "unpark": "released",
     "import": "imported",
+    "merge": "merged",
 }
 
 
@@ -62,7 +66,7 @@ def describe_change(change: Change) -> str:
             f"{what}; value {_quote(after.get('value'))}, confidence {after.get('confidence')}"
         ).lstrip("; ")
     elif (
-        change.action == "reconfirm"
+        change.action in ("reconfirm", "merge")
         and before
         and after
         and before.get("confidence") != after.get("confidence")
@@ -147,7 +151,18 @@ def _uses_before(previous: dict[str, Any] | None, change: Change, pool: _Uses) -
     return run
 
 
-def _history_lines(changes: Sequence[Change], uses: Sequence[UseDay]) -> list[str]:
+def _said(change: Change, quotes: Mapping[int, str]) -> list[str]:
+    """The user's sentences an extracted value came from (source ``session:<id>``), each
+    message still held quoted under its change."""
+    if not (change.source or "").startswith("session:") or change.action == "supersede":
+        return []
+    ids = change.details.get("message_ids") or []
+    return [f"  said in message #{i}: {quotes[i]}" for i in ids if i in quotes]
+
+
+def _history_lines(
+    changes: Sequence[Change], uses: Sequence[UseDay], quotes: Mapping[int, str] | None = None
+) -> list[str]:
     """Describe changes in order, with one line for each run of uses between two of them.
 
     A logged image's ``access_count`` includes every use before it, so the counted uses
@@ -169,6 +184,7 @@ def _history_lines(changes: Sequence[Change], uses: Sequence[UseDay]) -> list[st
                 lines.append(run.line())
                 run = None
             lines.append(describe_change(change))
+            lines.extend(_said(change, quotes or {}))
         previous = change.after
     run = _join(run, pool.take(None))
     if run is not None:
@@ -181,10 +197,12 @@ def explain(
     changes: Sequence[Change],
     memory_id: str,
     uses: Sequence[UseDay] = (),
+    quotes: Mapping[int, str] | None = None,
 ) -> str:
     """One memory's whole life in plain words: what it is now and every change, oldest first.
 
-    ``uses`` are the entry's counted recalls (:func:`memkeeper.storage.uses.uses_of`).
+    ``uses`` are the entry's counted recalls (:func:`memkeeper.storage.uses.uses_of`);
+    ``quotes`` the messages (by id, one line each) that extracted values came from.
     """
     lines = []
     if memory is not None:
@@ -205,7 +223,7 @@ def explain(
         lines.append(f"Memory {memory_id} — not found")
     if changes or uses:
         lines.append("History:")
-        lines.extend(f"  {line}" for line in _history_lines(changes, uses))
+        lines.extend(f"  {line}" for line in _history_lines(changes, uses, quotes))
     else:
         lines.append("History: no changes recorded")
     return "\n".join(lines)

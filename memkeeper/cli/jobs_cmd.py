@@ -115,12 +115,12 @@ def run_once_command(
 ) -> None:
     """Run the maintenance jobs once, now.
 
-    Jobs run in this order: settle, expire, demote, prune, retain, summarize. With --due, only
-    those whose schedule came round since their last success run (for timers). Exit 0 when every job
-    succeeded (or was skipped), 4 when one failed, 75 when another run holds the job lock
-    longer than service.lock_wait_seconds. With --now and --dry-run this is a what-if
-    preview: memkeeper --now 2027-03-01 run-once --dry-run (a real run at a --now more than a
-    minute from the real clock needs --yes).
+    Jobs run in this order: settle, expire, demote, prune, index, merge, retain, summarize.
+    With --due, only those whose schedule came round since their last success run (for
+    timers). Exit 0 when every job succeeded (or was skipped), 4 when one failed, 75 when
+    another run holds the job lock longer than service.lock_wait_seconds. With --now and
+    --dry-run this is a what-if preview: memkeeper --now 2027-03-01 run-once --dry-run (a
+    real run at a --now more than a minute from the real clock needs --yes).
     """
     app.check_now(yes=yes, dry_run=dry_run)
     store = app.store()

@@ -113,12 +113,12 @@ def store_vectors(db: Database, rows: Iterable[VectorRow]) -> int:
     written = 0
     with immediate_transaction(db):
         for value in values:
+            # Replaced, not updated in place: a re-embedded entry gets a new, higher rowid,
+            # which is how the merge job finds vectors written since its last run.
+            db.conn.execute("DELETE FROM vectors WHERE memory_id = ?", (value[0],))
             written += db.conn.execute(
                 "INSERT INTO vectors (memory_id, model, dims, value_hash, vector)"
-                " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?)"
-                " ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model,"
-                " dims = excluded.dims, value_hash = excluded.value_hash,"
-                " vector = excluded.vector",
+                " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?)",
                 value,
             ).rowcount
     return written

@@ -1,0 +1,176 @@
+"""Which users and namespaces a ``merge`` run looks at, and what it reads of each.
+
+A run compares entries within one (user, namespace) at a time. Comparing every user's on
+every run would read every vector every day; instead a run looks only at the pairs where
+something could have changed the answer since the last successful merge run:
+
+* a change-log row after that run's watermark (a new, re-confirmed, restored... entry),
+  except the merge run's own rows;
+* or a vector stored after that run (``vectors.rowid`` above its watermark): an entry
+  embedded after the run that saw it without a vector.
+
+The watermarks (the highest change id and vector rowid when the run started) are kept in the
+run's statistics in ``job_runs``, with the settings that decide what is a duplicate (the
+threshold, the shortest exact value, the embedding model and dimensions) and the time of the
+last full scan. The first run, a run after those settings changed, and a run whose last full
+scan is ``full_scan_days`` (7) old look at every (user, namespace) with at least two current
+unpinned entries. Both selections are one set-based query each.
+
+A re-embedded entry's vector is written anew with a higher rowid
+(:func:`memkeeper.storage.vectors.store_vectors` replaces rather than updates), so it is seen
+too. The periodic full scan catches the rest: SQLite may lend a deleted highest rowid to the
+next vector; such an entry is compared when its user next changes, or at the next full scan.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from memkeeper.clock import from_db
+from memkeeper.config_merge import MergeJob
+from memkeeper.retrieval.indexing import SearchSettings
+from memkeeper.storage.changelog import image_of
+from memkeeper.storage.files import Storage
+from memkeeper.storage.vectors import user_vectors
+
+if TYPE_CHECKING:
+    import numpy
+
+Pair = tuple[str, str]
+JOB = "merge"
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """Where a run started: the last change id, the last vector rowid, the settings."""
+
+    change_id: int
+    vector_rowid: int
+    scope: str
+    run_id: str | None = None
+    full_scan_at: str | None = None
+
+    def to_stats(self) -> dict[str, Any]:
+        return {
+            "watermark_change": self.change_id,
+            "watermark_vector": self.vector_rowid,
+            "scope": self.scope,
+            "last_full_scan": self.full_scan_at,
+        }
+
+
+def scope_of(config: MergeJob, search: SearchSettings) -> str:
+    """The settings that decide what is a duplicate: another scope needs a full scan."""
+    return (
+        f"threshold={config.similarity_threshold};exact={config.min_exact_chars};"
+        f"model={search.model};dims={search.dimensions}"
+    )
+
+
+def current_watermark(storage: Storage, scope: str) -> Watermark:
+    """The watermark of a run starting now."""
+    hot = storage.hot
+    change = hot.execute("SELECT coalesce(max(id), 0) FROM changes").fetchone()[0]
+    vector = hot.execute("SELECT coalesce(max(rowid), 0) FROM vectors").fetchone()[0]
+    return Watermark(int(change), int(vector), scope)
+
+
+def previous_watermark(storage: Storage) -> Watermark | None:
+    """The watermark of the last successful merge run, if there was one."""
+    row = storage.hot.execute(
+        "SELECT run_id, counts FROM job_runs WHERE job = ? AND status = 'ok'"
+        " ORDER BY started_at DESC LIMIT 1",
+        [JOB],
+    ).fetchone()
+    if row is None or not row[1]:
+        return None
+    try:
+        stats = json.loads(row[1]).get("stats", {})
+        return Watermark(
+            int(stats["watermark_change"]),
+            int(stats["watermark_vector"]),
+            str(stats["scope"]),
+            row[0],
+            stats.get("last_full_scan"),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None  # a run of an older version, or a damaged row: scan everything
+
+
+MERGEABLE = (
+    "state IN ('active', 'pending_review') AND pinned = 0 AND (kind != 'note' OR key IS NULL)"
+)
+"""Entries the job may merge: current, unpinned, and not a session summary (a note with a
+key, ``summary:<session>``: the summarize job's own, each folding the one before it)."""
+
+_ALL_PAIRS = f"""
+    SELECT user_id, namespace FROM memories
+    WHERE {MERGEABLE}
+    GROUP BY user_id, namespace HAVING count(*) > 1
+    ORDER BY user_id, namespace
+"""
+
+_CHANGED_PAIRS = """
+    SELECT user_id, namespace FROM changes
+    WHERE id > :change AND user_id IS NOT NULL AND (run_id IS NULL OR run_id != :run)
+    UNION
+    SELECT m.user_id, m.namespace FROM vectors AS v JOIN memories AS m ON m.id = v.memory_id
+    WHERE v.rowid > :vector
+    ORDER BY 1, 2
+"""
+
+
+def needs_full_scan(previous: Watermark | None, scope: str, now: datetime, days: int) -> bool:
+    """Whether this run compares everyone (see the module docstring)."""
+    if previous is None or previous.scope != scope or days == 0:
+        return True
+    last = from_db(previous.full_scan_at) if previous.full_scan_at else None
+    return last is None or now - last >= timedelta(days=days)
+
+
+def candidate_pairs(storage: Storage, previous: Watermark | None, *, full_scan: bool) -> list[Pair]:
+    """The (user, namespace) pairs to compare: everyone's, or those changed since."""
+    with storage.lock:
+        if full_scan or previous is None:
+            rows = storage.hot.execute(_ALL_PAIRS).fetchall()
+            return [(row[0], row[1] or "") for row in rows]
+        rows = storage.hot.execute(
+            _CHANGED_PAIRS,
+            {
+                "change": previous.change_id,
+                "vector": previous.vector_rowid,
+                "run": previous.run_id or "",
+            },
+        ).fetchall()
+    return [(row[0], row[1] or "") for row in rows]
+
+
+def read_pair(
+    storage: Storage, pair: Pair, search: SearchSettings, *, with_vectors: bool
+) -> tuple[list[dict[str, Any]], list[str], numpy.ndarray | None]:
+    """One pair's mergeable entries, and the current vectors of those that have one."""
+    user_id, namespace = pair
+    with storage.lock:
+        rows = storage.hot.query(
+            f"SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND {MERGEABLE}"
+            " ORDER BY id",
+            [user_id, namespace],
+        )
+        images = [image_of(row) for row in rows]
+        if len(images) < 2 or not with_vectors:
+            return images, [], None
+        ids, matrix = user_vectors(
+            storage.hot,
+            user_id=user_id,
+            namespaces=[namespace],
+            model=search.model,
+            dims=search.dimensions,
+        )
+    wanted = {image["id"] for image in images}
+    keep = [i for i, memory_id in enumerate(ids) if memory_id in wanted]
+    if len(keep) < 2:
+        return images, [], None
+    return images, [ids[i] for i in keep], matrix[keep]
