@@ -31,6 +31,7 @@ from memkeeper.config_jobs import (
     SummarizeJob,
     TtlDays,
 )
+from memkeeper.config_mcp import McpSection
 from memkeeper.config_retention import StatusSection
 from memkeeper.config_search import SearchSection
 from memkeeper.errors import ConfigError
@@ -251,6 +252,9 @@ class Config(_Section):
     logging: LoggingSection = Field(default_factory=LoggingSection, description="Logging.")
     status: StatusSection = Field(
         default_factory=StatusSection, description="When memkeeper status warns about size."
+    )
+    mcp: McpSection = Field(
+        default_factory=McpSection, description="The MCP server (memkeeper mcp)."
     )
 
 

@@ -36,8 +36,19 @@ ALLOW_FLAG = "--allow-db-mismatch"
 
 
 @click.command("run")
+@click.option(
+    "--mcp",
+    "mcp_listen",
+    metavar="[HOST:]PORT",
+    help="Also serve the MCP server over HTTP (as memkeeper mcp --http) inside the service.",
+)
+@click.option(
+    "--mcp-no-auth",
+    is_flag=True,
+    help="The MCP server without tokens, for the OS user: on 127.0.0.1 only.",
+)
 @pass_app
-def run_command(app: App) -> None:
+def run_command(app: App, mcp_listen: str | None, mcp_no_auth: bool) -> None:
     """Run the maintenance service in the foreground until stopped.
 
     Runs every enabled job on its schedule (service.timezone), first catching up runs missed
@@ -52,12 +63,22 @@ def run_command(app: App) -> None:
             "--now / MEMKEEPER_NOW cannot be used with run: the service follows the real clock"
         )
     config = app.config
+    mcp_plan = None
+    if mcp_listen:
+        from memkeeper.cli.mcp_cmd import default_user
+        from memkeeper.mcp.http import plan
+
+        user = default_user() if mcp_no_auth else None
+        mcp_plan = plan(mcp_listen, config, no_auth=mcp_no_auth, user=user)
+    elif mcp_no_auth:
+        raise click.UsageError("--mcp-no-auth applies to --mcp only")
     Daemon(
         db=app.db,
         config=config,
         config_path=app.config_path,
         config_explicit=app.config_explicit,
         log_level={0: None, 1: "info"}.get(app.verbose, "debug"),
+        mcp_plan=mcp_plan,
     ).run()
 
 

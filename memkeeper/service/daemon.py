@@ -32,6 +32,7 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,7 @@ class Daemon:
         notifier: Notifier | None = None,
         handle_signals: bool = True,
         tick_seconds: float = TICK_SECONDS,
+        mcp_plan: Any = None,
     ) -> None:
         self.db = db
         self.config = config
@@ -141,6 +143,9 @@ class Daemon:
         self._store: MemoryStore | None = None
         self._jobs: ServiceJobs | None = None
         self._scheduler: BackgroundScheduler | None = None
+        # `memkeeper run --mcp`: a memkeeper.mcp.http.HttpPlan, served beside the jobs.
+        self.mcp_plan = mcp_plan
+        self._mcp_store: MemoryStore | None = None
 
     # -- requests from other threads (tests, embedding) -------------------------------------
 
@@ -173,7 +178,8 @@ class Daemon:
                     f"{self._store.path}; only one service may run per database"
                 ) from None
             try:
-                self._serve(self._store)
+                with self._mcp_server():
+                    self._serve(self._store)
             finally:
                 lock.release()
         finally:
@@ -266,8 +272,9 @@ class Daemon:
         if changed:
             log.warning("these settings take effect at the next start", keys=changed)
         self.config = config
-        if self._store is not None:
-            self._store.config = config
+        for store in (self._store, self._mcp_store):
+            if store is not None:
+                store.config = config
         if self._scheduler is not None and self._jobs is not None:
             schedule_jobs(self._scheduler, config, self._jobs, triggers)
         self._configure_logging(config)
@@ -276,6 +283,26 @@ class Daemon:
         return True
 
     # -- helpers ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _mcp_server(self) -> Iterator[None]:
+        """The MCP HTTP server (``run --mcp``) in a thread while the service runs, on its own
+        store (actor ``mcp``); stopped (requests in flight get a few seconds) once the
+        scheduler has stopped."""
+        if self.mcp_plan is None:
+            yield
+            return
+        from memkeeper.mcp.http import HttpServer
+
+        with MemoryStore(self.db, config=self.config, actor="mcp") as store:
+            server = HttpServer(store, self.mcp_plan)
+            server.start()
+            self._mcp_store = store
+            try:
+                yield
+            finally:
+                self._mcp_store = None
+                server.stop()
 
     def _configure_logging(self, config: Config) -> None:
         level = self.log_level or config.logging.level

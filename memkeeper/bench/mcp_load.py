@@ -1,0 +1,229 @@
+"""``memkeeper bench --mcp-clients N``: MCP tool latencies over HTTP while a pass runs.
+
+The set-up is ``memkeeper run --mcp``'s: the HTTP server (:mod:`memkeeper.mcp.http`, uvicorn
+in a thread, its own store) and a full maintenance pass (settle, expire, demote, prune) in
+one process, over the bench's generated database (:mod:`memkeeper.bench.generate`, about
+10 % due). N clients — the SDK's own streamable HTTP client, each with its own bearer token,
+user and session — call ``remember`` (a new value of one of 20 keys), ``search``, ``recall``
+and ``context`` in turn, without pausing, first while the pass runs (it starts once every
+client has its session), then for as long again with no pass; each client calls every tool
+at least once in each phase. Each call's latency is measured at the client, per tool.
+
+The clients run in this process too (one event loop in the main thread), so their own
+Python work shares the interpreter with the server and the pass: the figures are an upper
+bound of what separate agent processes would see.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memkeeper.bench.generate import NOW, generate
+from memkeeper.bench.workers import PASS_JOBS, running_clock
+from memkeeper.clock import fixed
+from memkeeper.config import Config
+from memkeeper.config_mcp import McpSection
+from memkeeper.maintenance.runner import run_once
+from memkeeper.store import MemoryStore
+
+TOOLS = ("remember", "search", "recall", "context")
+KEYS = 20
+WORDS = ("report", "travel", "coffee", "meeting", "python", "garden")
+DEFAULT_MEMORIES = 20_000
+DEFAULT_USERS = 200
+
+
+def _step(client: int, n: int) -> tuple[str, dict[str, Any]]:
+    """The client's ``n``-th call: the tools in turn, on its own keys."""
+    tool = TOOLS[n % len(TOOLS)]
+    key = f"k{(n // len(TOOLS)) % KEYS}"
+    word = WORDS[(client + n) % len(WORDS)]
+    if tool == "remember":
+        return tool, {"key": key, "value": f"{word} {n}", "namespace": "load"}
+    if tool == "search":
+        return tool, {"query": word, "namespace": "load"}
+    if tool == "recall":
+        return tool, {"key": key, "namespace": "load"}
+    return tool, {"namespace": "load", "query": word}
+
+
+def _token_file(root: Path, clients: int) -> tuple[Path, list[str]]:
+    tokens = [secrets.token_urlsafe(32) for _ in range(clients)]
+    path = root / "tokens.toml"
+    text = "".join(
+        f'[[tokens]]\ntoken = "{token}"\nuser = "mcp-client-{n}"\n\n'
+        for n, token in enumerate(tokens)
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    return path, tokens
+
+
+def _drive(
+    url: str, tokens: list[str], done: Callable[[], bool], ready: Callable[[], None]
+) -> dict[str, Any]:
+    """Every client calling until ``done()`` (each tool at least once); latencies (ms) per
+    tool, errors, seconds. ``ready()`` is called once every client has its session."""
+    import anyio
+    from mcp import ClientSession, types
+    from mcp.client.streamable_http import streamablehttp_client
+
+    latencies: dict[str, list[float]] = defaultdict(list)
+    errors: Counter[str] = Counter()
+    waiting = len(tokens)
+    all_ready = anyio.Event()
+    started = [time.perf_counter()]
+
+    async def client(number: int, token: str) -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        info = types.Implementation(name=f"bench-client-{number}", version="1")
+        async with (
+            streamablehttp_client(url, headers=headers) as (read, write, _),
+            ClientSession(read, write, client_info=info) as session,
+        ):
+            await session.initialize()
+            nonlocal waiting
+            waiting -= 1
+            if waiting == 0:
+                ready()
+                started[0] = time.perf_counter()
+                all_ready.set()
+            await all_ready.wait()
+            n = 0
+            while n < len(TOOLS) or not done():
+                tool, arguments = _step(number, n)
+                n += 1
+                began = time.perf_counter()
+                result = await session.call_tool(tool, arguments)
+                latencies[tool].append((time.perf_counter() - began) * 1000)
+                if result.isError:
+                    errors[f"{tool}: {result.content[0].text}"] += 1  # type: ignore[union-attr]
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for number, token in enumerate(tokens):
+                group.start_soon(client, number, token)
+
+    anyio.run(main)
+    return {"latencies": latencies, "errors": errors, "seconds": time.perf_counter() - started[0]}
+
+
+def _summary(run: dict[str, Any]) -> dict[str, Any]:
+    def quantiles(values: list[float]) -> dict[str, Any]:
+        ordered = sorted(values)
+
+        def at(q: float) -> float:
+            return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+        return {
+            "calls": len(ordered),
+            "p50_ms": at(0.50),
+            "p95_ms": at(0.95),
+            "p99_ms": at(0.99),
+            "max_ms": round(ordered[-1], 2),
+        }
+
+    calls = sum(len(values) for values in run["latencies"].values())
+    return {
+        "seconds": round(run["seconds"], 3),
+        "calls_per_second": round(calls / run["seconds"], 1) if run["seconds"] else None,
+        "tools": {
+            tool: quantiles(run["latencies"][tool]) for tool in TOOLS if run["latencies"][tool]
+        },
+        "errors": sum(run["errors"].values()),
+        "error_samples": [text for text, _ in run["errors"].most_common(3)],
+    }
+
+
+def measure_mcp_load(
+    clients: int,
+    *,
+    memories: int = DEFAULT_MEMORIES,
+    users: int = DEFAULT_USERS,
+    seed: int = 1,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Run the measurement (see the module's docstring); the figures as a JSON-ready dict."""
+    from memkeeper.mcp.http import HttpServer, plan
+
+    with tempfile.TemporaryDirectory(prefix="memkeeper-mcp-bench-") as directory:
+        root = Path(directory)
+        path = root / "memory.db"
+        say(f"generating {memories:,} memories over {users:,} users")
+        generate(path, Config(), memories=memories, users=users, seed=seed)
+        token_file, tokens = _token_file(root, clients)
+        config = Config(mcp=McpSection(token_file=str(token_file)))
+        store = MemoryStore(path, config=config, clock=running_clock(NOW), actor="mcp")
+        server = HttpServer(store, plan("127.0.0.1:0", config))
+        server.start()
+        try:
+            finished = threading.Event()
+            outcome: dict[str, Any] = {}
+
+            def maintenance_pass() -> None:
+                with MemoryStore(path, config=Config(), clock=fixed(NOW)) as runner:
+                    began = time.perf_counter()
+                    report = run_once(runner, list(PASS_JOBS), now=NOW)
+                    outcome["seconds"] = time.perf_counter() - began
+                    outcome["ok"] = report.ok
+                    outcome["changes"] = sum(sum(r.counts.values()) for r in report.results)
+                finished.set()
+
+            say(f"{clients} MCP clients during a maintenance pass")
+            thread = threading.Thread(target=maintenance_pass, name="bench-pass")
+            during = _drive(server.url, tokens, finished.is_set, thread.start)
+            thread.join()
+            idle_seconds = max(1.0, during["seconds"])
+            idle_until = [0.0]
+
+            def idle_start() -> None:
+                idle_until[0] = time.monotonic() + idle_seconds
+
+            say(f"{clients} MCP clients with no pass")
+            idle = _drive(server.url, tokens, lambda: time.monotonic() >= idle_until[0], idle_start)
+        finally:
+            server.stop()
+            store.close()
+    return {
+        "clients": clients,
+        "memories": memories,
+        "users": users,
+        "pass": {
+            "ok": outcome.get("ok", False),
+            "seconds": round(outcome.get("seconds", 0.0), 3),
+            "changes": outcome.get("changes", 0),
+        },
+        "during_pass": _summary(during),
+        "no_pass": _summary(idle),
+    }
+
+
+def mcp_table(figures: dict[str, Any]) -> str:
+    """The figures as a small text table, one line per tool and phase."""
+    lines = [
+        f"MCP over HTTP: {figures['clients']} clients, {figures['memories']:,} memories; pass "
+        f"{figures['pass']['seconds']} s, {figures['pass']['changes']} changes, "
+        f"{'ok' if figures['pass']['ok'] else 'FAILED'}",
+        f"{'phase':<12}{'tool':<10}{'calls':>7}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+        f"{'max ms':>9}",
+    ]
+    for phase in ("during_pass", "no_pass"):
+        part = figures[phase]
+        for tool, row in part["tools"].items():
+            lines.append(
+                f"{phase:<12}{tool:<10}{row['calls']:>7}{row['p50_ms']:>9}{row['p95_ms']:>9}"
+                f"{row['p99_ms']:>9}{row['max_ms']:>9}"
+            )
+        lines.append(
+            f"{phase:<12}{'all':<10}{part['calls_per_second']:>7} calls/s, {part['errors']} errors"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,31 @@
+"""``memkeeper bench --mcp-clients N`` (issue 13): per-tool latencies of HTTP clients during a
+maintenance pass and without one, measured on a small generated database."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memkeeper.bench.mcp_load import TOOLS, mcp_table
+from memkeeper.cli import main
+
+
+def test_bench_reports_each_tools_latency_during_a_pass_and_without(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["bench", "--mcp-clients", "2", "--memories", "400", "--users", "10", "--json"]
+    assert main(argv) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["clients"] == 2 and figures["memories"] == 400
+    assert figures["pass"]["ok"] is True and figures["pass"]["changes"] > 0
+    for phase in ("during_pass", "no_pass"):
+        part = figures[phase]
+        assert part["errors"] == 0, part["error_samples"]
+        assert set(part["tools"]) <= set(TOOLS) and part["tools"]
+        for row in part["tools"].values():
+            assert row["calls"] >= 1
+            assert 0 < row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"] <= row["max_ms"]
+    assert set(figures["no_pass"]["tools"]) == set(TOOLS)  # at least a second of calls
+    table = mcp_table(figures)
+    assert "2 clients" in table and "no_pass" in table and "remember" in table
