@@ -4,6 +4,9 @@ Agents write facts, preferences, notes, episodes and conversation histories thro
 :class:`MemoryStore`; the maintenance jobs (``memkeeper run`` / ``run-once``, or
 :func:`run_once`) keep that memory healthy on a schedule.
 
+Every exception of :mod:`memkeeper.errors` is importable from here
+(``from memkeeper import InvalidInput``), as the README promises (tests/test_readme.py).
+
 Importing this package loads neither the scheduler (APScheduler) nor the LLM SDK (zhipuai,
 httpx): they load only where they are used.
 """
@@ -26,7 +29,7 @@ from memkeeper.errors import (
     WriteConflict,
 )
 from memkeeper.maintenance.runner import RunReport, run_once
-from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message
+from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchHit
 from memkeeper.store import MemoryStore
 
 __version__ = "0.1.0"
@@ -51,6 +54,7 @@ __all__ = [
     "Message",
     "NotFound",
     "RunReport",
+    "SearchHit",
     "StorageFull",
     "StorageUnwritable",
     "UnknownJob",
