@@ -213,12 +213,16 @@ def cli(
 
 def _register_commands() -> None:
     from memkeeper.cli import (
+        backup_cmd,
         bench_cmd,
         config_cmd,
+        demo_cmd,
         inspect_cmd,
         jobs_cmd,
+        mcp_cmd,
         memory_cmd,
         search_cmd,
+        summarize_cmd,
         transfer_cmd,
     )
 
@@ -230,6 +234,10 @@ def _register_commands() -> None:
         config_cmd,
         jobs_cmd,
         bench_cmd,
+        demo_cmd,
+        mcp_cmd,
+        backup_cmd,
+        summarize_cmd,
     ):
         module.register(cli)
     try:

@@ -21,6 +21,12 @@ from memkeeper.cli import App, json_option, pass_app, print_json
     help="Users to spread them over. Default 10,000 (1,000 with --quick).",
 )
 @click.option("--quick", is_flag=True, help="100,000 memories over 1,000 users.")
+@click.option(
+    "--merge",
+    is_flag=True,
+    help="Instead, time the merge job on --users users (default 10,000) with a few "
+    "duplicates each (README, Performance).",
+)
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the generator.")
 @click.option(
     "--keep",
@@ -33,6 +39,12 @@ from memkeeper.cli import App, json_option, pass_app, print_json
     help="Instead: the search evaluation (recall@3) against the configured embeddings "
     "endpoint; skipped without an API key. --config applies.",
 )
+@click.option(
+    "--mcp-clients",
+    type=click.IntRange(min=1),
+    help="Instead: N MCP clients over HTTP during a pass and without one, each tool's latency "
+    "(default 20,000 memories over 200 users).",
+)
 @json_option
 @pass_app
 def bench(
@@ -40,9 +52,11 @@ def bench(
     memories: int | None,
     users: int | None,
     quick: bool,
+    merge: bool,
     seed: int,
     keep: Path | None,
     search_eval: bool,
+    mcp_clients: int | None,
     as_json: bool,
 ) -> None:
     """Measure a maintenance pass on a generated database (README, Performance).
@@ -58,6 +72,10 @@ def bench(
     against the embeddings endpoint of the configuration (GLM's embedding-3 by default):
     recall@3 keyword-only and by meaning, and how similar queries are to what they should
     find, to set [search] min_similarity for that model.
+
+    With --mcp-clients N, runs N MCP clients over HTTP instead (the server as memkeeper run
+    --mcp serves it) during a full pass and then without one, and reports each tool's
+    latency (README, "Agents in any language: the MCP server").
     """
     if search_eval:
         from memkeeper.bench.search_eval import run_search_eval
@@ -70,6 +88,29 @@ def bench(
             print_json(figures)
         else:
             click.echo(eval_table(figures))
+        return
+    if mcp_clients is not None:
+        from memkeeper.bench.mcp_load import (
+            DEFAULT_MEMORIES,
+            DEFAULT_USERS,
+            mcp_table,
+            measure_mcp_load,
+        )
+
+        loads = measure_mcp_load(
+            mcp_clients,
+            memories=memories or DEFAULT_MEMORIES,
+            users=users or DEFAULT_USERS,
+            seed=seed,
+            say=lambda text: click.echo(f"bench: {text}", err=True),
+        )
+        if as_json:
+            print_json(loads)
+        else:
+            click.echo(mcp_table(loads))
+        return
+    if merge:
+        _merge_bench(users, seed, keep, as_json)
         return
     from memkeeper.bench.report import table
     from memkeeper.bench.run import DEFAULT, QUICK, Options, run_bench
@@ -90,6 +131,19 @@ def bench(
         print_json(figures)
     else:
         click.echo(table(figures))
+
+
+def _merge_bench(users: int | None, seed: int, keep: Path | None, as_json: bool) -> None:
+    from memkeeper.bench.merge_load import run_merge_bench, summary
+
+    if keep is not None and keep.exists() and any(keep.iterdir()):
+        raise click.BadParameter(f"{keep} is not empty", param_hint="--keep")
+    click.echo(f"bench: merge on {users or 10_000:,} users", err=True)
+    figures = run_merge_bench(users or 10_000, seed=seed, root=keep)
+    if as_json:
+        print_json(figures)
+    else:
+        click.echo(summary(figures))
 
 
 def register(cli: click.Group) -> None:
