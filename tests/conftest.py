@@ -10,9 +10,12 @@ import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import freezegun
 import pytest
+from fake_llm import FakeLLM, summarize_config
+from llm_fixtures import KEY, StoreFactory
 
 from memkeeper import MemoryStore
 from memkeeper.config import Config
@@ -64,3 +67,33 @@ def store(db_path: Path, config: Config) -> Iterator[MemoryStore]:
     memory = MemoryStore(db_path, config=config)
     yield memory
     memory.close()
+
+
+# -- the fake LLM server (summarize, extraction, parking; api_key is opt-in per module) ----
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("ZHIPUAI_API_KEY", KEY)
+    return KEY
+
+
+@pytest.fixture
+def make_store(db_path: Path, fake: FakeLLM) -> Iterator[StoreFactory]:
+    """``make_store(job={...}, **llm)``: a store whose config points at the fake."""
+    opened: list[MemoryStore] = []
+
+    def make(*, job: dict[str, Any] | None = None, **llm: Any) -> MemoryStore:
+        store = MemoryStore(db_path, config=summarize_config(fake.url, job=job, **llm))
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()

@@ -11,49 +11,23 @@ the database afterwards.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_llm import FakeLLM, Reply, add_session, completion, summarize_config
+from fake_llm import FakeLLM, Reply, add_session, completion
+from llm_fixtures import StoreFactory
 
 from memkeeper import MemoryStore
 from memkeeper.maintenance.runner import JobResult, run_once
 from memkeeper.records import Memory
 from memkeeper.summarize.extract import normalize_key, session_only
 
+pytestmark = pytest.mark.usefixtures("api_key")  # the fake's key, never a real one
+
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
 SUMMARY = "用户讨论了报告格式和交付时间，确认了几项长期偏好。"
-
-StoreFactory = Callable[..., MemoryStore]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ZHIPUAI_API_KEY", "0123456789abcdef.TestKeySecretPart")
-
-
-@pytest.fixture
-def make_store(db_path: Path, fake: FakeLLM) -> Iterator[StoreFactory]:
-    opened: list[MemoryStore] = []
-
-    def make(*, job: dict[str, Any] | None = None) -> MemoryStore:
-        store = MemoryStore(db_path, config=summarize_config(fake.url, job=job))
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
 
 
 def answer(*memories: dict[str, Any], summary: str = SUMMARY) -> Reply:

@@ -12,44 +12,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_llm import FakeLLM, Reply, add_session, completion, snapshot, summarize_config
+from fake_llm import FakeLLM, Reply, add_session, completion, snapshot
+from llm_fixtures import StoreFactory
 from test_extract import NOW, SUMMARY, T0, answer, conversation, memory, summarize
 
-from memkeeper import MemoryStore
-
-StoreFactory = Callable[..., MemoryStore]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ZHIPUAI_API_KEY", "0123456789abcdef.TestKeySecretPart")
-
-
-@pytest.fixture
-def make_store(db_path: Path, fake: FakeLLM) -> Iterator[StoreFactory]:
-    opened: list[MemoryStore] = []
-
-    def make(*, job: dict[str, Any] | None = None) -> MemoryStore:
-        store = MemoryStore(db_path, config=summarize_config(fake.url, job=job))
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
-
+pytestmark = pytest.mark.usefixtures("api_key")  # the fake's key, never a real one
 
 # -- the gate: one bad candidate rejects the session ------------------------------------------
 

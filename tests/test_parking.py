@@ -10,13 +10,13 @@ runs happen at explicit times. Endpoint failures (500, a wrong model) never park
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_llm import FakeLLM, add_session, completion, default_summary, error, summarize_config
+from llm_fixtures import StoreFactory
 
 from memkeeper import MemoryStore
 from memkeeper.cli import main
@@ -24,37 +24,12 @@ from memkeeper.maintenance.runner import JobResult, run_once
 from memkeeper.store.parking import SessionRef, consecutive_failures
 from memkeeper.summarize.parking import is_parked, parked
 
+pytestmark = pytest.mark.usefixtures("api_key")  # the fake's key, never a real one
+
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 FILTERED = "系统检测到输入或生成内容可能包含不安全或敏感内容，请您避免输入易产生敏感内容的提示语。"
-
-StoreFactory = Callable[..., MemoryStore]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ZHIPUAI_API_KEY", "0123456789abcdef.TestKeySecretPart")
-
-
-@pytest.fixture
-def make_store(db_path: Path, fake: FakeLLM) -> Iterator[StoreFactory]:
-    opened: list[MemoryStore] = []
-
-    def make(*, job: dict[str, Any] | None = None, **llm: Any) -> MemoryStore:
-        store = MemoryStore(db_path, config=summarize_config(fake.url, job=job, **llm))
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
 
 
 def summarize(store: MemoryStore, now: datetime) -> JobResult:

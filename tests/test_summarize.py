@@ -14,7 +14,6 @@ import json
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,8 +29,8 @@ from fake_llm import (
     error,
     raw,
     snapshot,
-    summarize_config,
 )
+from llm_fixtures import StoreFactory
 
 from memkeeper import MemoryStore
 from memkeeper.cli import main
@@ -41,38 +40,10 @@ from memkeeper.maintenance.runner import JobResult, run_job, run_once
 from memkeeper.records import Memory
 from memkeeper.summarize.prompt import prompt_tokens
 
-KEY = "0123456789abcdef.TestKeySecretPart"
+pytestmark = pytest.mark.usefixtures("api_key")  # the fake's key, never a real one
+
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
-
-StoreFactory = Callable[..., MemoryStore]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("ZHIPUAI_API_KEY", KEY)
-    return KEY
-
-
-@pytest.fixture
-def make_store(db_path: Path, fake: FakeLLM) -> Iterator[StoreFactory]:
-    """``make_store(job={...}, **llm)``: a store whose config points at the fake."""
-    opened: list[MemoryStore] = []
-
-    def make(*, job: dict[str, Any] | None = None, **llm: Any) -> MemoryStore:
-        store = MemoryStore(db_path, config=summarize_config(fake.url, job=job, **llm))
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
 
 
 def summarize(store: MemoryStore, now: datetime = NOW, **kwargs: Any) -> JobResult:
