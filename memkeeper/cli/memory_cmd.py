@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, yes_option
@@ -172,13 +174,34 @@ def forget_id(app: App, memory_id: str, yes: bool, as_json: bool) -> None:
         click.echo(f"erased {shown(memory_id, LINE_LIMIT)}")
 
 
-@click.command("forget-user")
-@click.argument("user")
-@click.option(
+_YES_TO_ERASE = click.option(
     "--yes",
     is_flag=True,
     help="Do it without asking (and even though --now is more than a minute from the real clock).",
 )
+
+
+def _erase_confirmed(
+    app: App, *, yes: bool, as_json: bool, question: str, erase: Any, nothing: str
+) -> None:
+    """Ask (unless --yes), erase with ``erase(store)``, and print its counts; NotFound
+    (exit 3) with ``nothing`` when no memory, message or episode was there."""
+    app.check_now(yes=yes)
+    store = app.store(create=False)
+    if not yes:
+        click.confirm(question, abort=True, err=True)
+    counts = erase(store)
+    if not any(counts.get(what) for what in ("memories", "messages", "episodes")):
+        raise NotFound(nothing)
+    if as_json:
+        print_json({"erased": counts})
+    else:
+        click.echo("erased " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+
+
+@click.command("forget-user")
+@click.argument("user")
+@_YES_TO_ERASE
 @json_option
 @pass_app
 def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
@@ -186,27 +209,20 @@ def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
 
     Exit 3 if memkeeper holds nothing about USER.
     """
-    app.check_now(yes=yes)
-    store = app.store(create=False)
-    if not yes:
-        click.confirm(f"Erase everything memkeeper holds about {user!r}?", abort=True, err=True)
-    counts = store.forget_user(user)
-    if not any(counts.values()):
-        raise NotFound(f"no user {user!r}: memkeeper holds nothing about them")
-    if as_json:
-        print_json({"erased": counts})
-    else:
-        click.echo("erased " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+    _erase_confirmed(
+        app,
+        yes=yes,
+        as_json=as_json,
+        question=f"Erase everything memkeeper holds about {user!r}?",
+        erase=lambda store: store.forget_user(user),
+        nothing=f"no user {user!r}: memkeeper holds nothing about them",
+    )
 
 
 @click.command("forget-namespace")
 @click.argument("user")
 @click.argument("namespace")
-@click.option(
-    "--yes",
-    is_flag=True,
-    help="Do it without asking (and even though --now is more than a minute from the real clock).",
-)
+@_YES_TO_ERASE
 @json_option
 @pass_app
 def forget_namespace(app: App, user: str, namespace: str, yes: bool, as_json: bool) -> None:
@@ -215,17 +231,14 @@ def forget_namespace(app: App, user: str, namespace: str, yes: bool, as_json: bo
     The user's profile (the default namespace) and other projects are kept. Exit 3 if
     memkeeper holds nothing in NAMESPACE for USER.
     """
-    app.check_now(yes=yes)
-    store = app.store(create=False)
-    if not yes:
-        click.confirm(f"Erase everything of {user!r} in {namespace!r}?", abort=True, err=True)
-    counts = store.forget_namespace(user, namespace)
-    if not any(counts[what] for what in ("memories", "messages", "episodes")):
-        raise NotFound(f"nothing of {user!r} in namespace {namespace!r}")
-    if as_json:
-        print_json({"erased": counts})
-    else:
-        click.echo("erased " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+    _erase_confirmed(
+        app,
+        yes=yes,
+        as_json=as_json,
+        question=f"Erase everything of {user!r} in {namespace!r}?",
+        erase=lambda store: store.forget_namespace(user, namespace),
+        nothing=f"nothing of {user!r} in namespace {namespace!r}",
+    )
 
 
 @click.command()
