@@ -369,4 +369,4 @@ def test_run_once_runs_merge_after_index(store: MemoryStore) -> None:
         (counts,) = store.storage.hot.execute(
             "SELECT counts FROM job_runs WHERE job = 'merge'"
         ).fetchone()
-    assert json.loads(counts)["stats"]["scope"].startswith("threshold=0.92;")
+    assert json.loads(counts)["stats"]["_scope"].startswith("threshold=0.92;")

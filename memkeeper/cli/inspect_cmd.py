@@ -301,7 +301,8 @@ def status(app: App, as_json: bool) -> None:
             click.echo(f"             {last['status']}: {shown(last['error'])}")
         stats = (last or {}).get("counts", {}).get("stats")
         if stats:
-            click.echo("             " + shown(", ".join(f"{k} {v}" for k, v in stats.items())))
+            shown_stats = ", ".join(f"{k} {v}" for k, v in stats.items() if not k.startswith("_"))
+            click.echo("             " + shown(shown_stats))
 
 
 def register(group: click.Group) -> None:

@@ -72,7 +72,9 @@ def _summary_line(result: JobResult) -> str:
     if result.skipped_entries:
         text += f"; {result.skipped_entries} left alone (used or changed meanwhile)"
     if result.stats:
-        text += "; " + ", ".join(f"{k} {v}" for k, v in result.stats.items())
+        text += "; " + ", ".join(
+            f"{k} {v}" for k, v in result.stats.items() if not k.startswith("_")
+        )
     if result.error:
         text += f"; {shown(result.error)}"
     if not result.dry_run:

@@ -54,11 +54,12 @@ class Watermark:
     full_scan_at: str | None = None
 
     def to_stats(self) -> dict[str, Any]:
+        """The run's bookkeeping for the next run (keys with "_": not shown to people)."""
         return {
-            "watermark_change": self.change_id,
-            "watermark_vector": self.vector_rowid,
-            "scope": self.scope,
-            "last_full_scan": self.full_scan_at,
+            "_watermark_change": self.change_id,
+            "_watermark_vector": self.vector_rowid,
+            "_scope": self.scope,
+            "_last_full_scan": self.full_scan_at,
         }
 
 
@@ -90,11 +91,11 @@ def previous_watermark(storage: Storage) -> Watermark | None:
     try:
         stats = json.loads(row[1]).get("stats", {})
         return Watermark(
-            int(stats["watermark_change"]),
-            int(stats["watermark_vector"]),
-            str(stats["scope"]),
+            int(stats["_watermark_change"]),
+            int(stats["_watermark_vector"]),
+            str(stats["_scope"]),
             row[0],
-            stats.get("last_full_scan"),
+            stats.get("_last_full_scan"),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None  # a run of an older version, or a damaged row: scan everything
