@@ -292,3 +292,80 @@ def test_forget_leaves_no_trigram_in_either_file(db_path: Path, how: str) -> Non
     check_index(hot, "memories")
     check_index(cold, "cold_memories")
     store.close()
+
+
+def test_the_purge_command_depends_on_the_sqlite_version() -> None:
+    from memkeeper.storage.keywords import purge_command
+
+    assert purge_command((3, 40, 1)) == "rebuild"
+    assert purge_command((3, 51, 1)) == "optimize"
+
+
+def test_purging_beside_other_writing_connections_keeps_the_index_sound(db_path: Path) -> None:
+    """Three connections write through the triggers, search and purge at once (what agents
+    and a forget do). On SQLite 3.40.1 an FTS5 ``optimize`` here corrupted the index within
+    a second or two ("database disk image is malformed"); the purge must not."""
+    import random
+    import threading
+    import time
+
+    from memkeeper.storage.keywords import purge_deleted
+
+    MemoryStore(db_path).close()  # the schema, with the keyword index and its triggers
+    errors: list[str] = []
+    stop = time.monotonic() + 3.0
+
+    def writer(n: int) -> None:
+        rng = random.Random(n)
+        db = Database(sqlite3.connect(db_path, isolation_level=None, timeout=10))
+        conn = db.conn
+        i = 0
+        while time.monotonic() < stop and not errors:
+            i += 1
+            user, key = f"u{rng.randrange(4)}", f"k{rng.randrange(20)}"
+            value = f"value {n} {i} 报告用PDF格式"
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                if rng.random() < 0.6:
+                    changed = conn.execute(
+                        "UPDATE memories SET value = ? WHERE user_id = ? AND key = ?",
+                        (value, user, key),
+                    ).rowcount
+                    if not changed:
+                        now = to_db(T0)
+                        conn.execute(
+                            "INSERT INTO memories (id, user_id, kind, key, value, confidence,"
+                            " created_at, updated_at, state_since, last_used_at, state)"
+                            " VALUES (?, ?, 'fact', ?, ?, 0.9, ?, ?, ?, ?, 'active')",
+                            (f"{n}-{i}", user, key, value, now, now, now, now),
+                        )
+                else:
+                    conn.execute("DELETE FROM memories WHERE user_id = ? AND key = ?", (user, key))
+                    purge_deleted(db, "memories")
+                conn.execute("COMMIT")
+                keyword_scores(
+                    db,
+                    table="memories",
+                    user_id=user,
+                    namespaces=("",),
+                    query="PDF",
+                    kinds=None,
+                    states=("active",),
+                    limit=5,
+                )
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if "locked" not in str(exc):
+                    errors.append(f"{type(exc).__name__}: {exc}")
+        conn.close()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    check = sqlite3.connect(db_path)
+    check.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    check.close()

@@ -14,13 +14,21 @@ without spaces (Chinese) matches any substring of three characters or more, case
 
 Deleting from FTS5 (before SQLite 3.42's ``secure-delete`` option) only appends a delete
 marker: the erased row's trigrams stay in the older segments of the shadow table
-``*_data`` until a merge reaches them. :func:`purge_deleted` runs ``optimize``, which merges
-every segment into one and drops deleted entries; erasure calls it before its scrub.
+``*_data`` until a merge reaches them. :func:`purge_deleted` rewrites the index without
+them; erasure calls it before its scrub. It uses ``optimize`` (every segment merged into one)
+only on SQLite versions where that is safe beside other connections: on SQLite 3.40.1 an
+``optimize`` or ``merge`` while other connections write through the triggers corrupts the
+index ("database disk image is malformed", then "vtable constructor failed" for every
+connection, so no memory can be written any more), which SQLite 3.51.1 does not do (both
+checked with three threads writing, searching and purging). Elsewhere it uses ``rebuild``,
+which re-indexes every row from the memory table: about 2.5 times as long (1.3 s against
+0.5 s at 100,000 memories), and safe on both.
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Sequence
 
 from sqlite_utils import Database
@@ -92,13 +100,23 @@ def create_index(db: Database, table: str) -> None:
     )
 
 
+SAFE_OPTIMIZE_FROM = (3, 51, 1)
+"""The oldest SQLite on which ``optimize`` beside other writing connections was checked
+safe; older versions rebuild instead (see the module's docstring)."""
+
+
+def purge_command(version: tuple[int, int, int] = sqlite3.sqlite_version_info) -> str:
+    """The FTS5 command that rewrites the index without deleted rows on this SQLite."""
+    return "optimize" if version >= SAFE_OPTIMIZE_FROM else "rebuild"
+
+
 def purge_deleted(db: Database, table: str) -> None:
-    """Merge the index into one segment, dropping every deleted row's trigrams.
+    """Rewrite the index without any deleted row's trigrams.
 
     Call inside a write transaction. Costs a rewrite of the whole index of that file.
     """
     fts = fts_table(table)
-    db.conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
+    db.conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('{purge_command()}')")
 
 
 def compact(db: Database, table: str) -> None:
