@@ -93,13 +93,7 @@ def test_backups_during_writes_and_passes_restore_consistently(
                     errors.extend(f"{r.job}: {r.error}" for r in report.results if not r.ok)
                     cold = [m.id for m in store.list_memories(state="cold")]
                     for memory_id in cold[: len(cold) // 2]:
-                        try:
-                            curation.restore(store, [memory_id])
-                        except ValueError:
-                            # curation.restore's own race (not the backup's): an agent's
-                            # recall brought the entry back meanwhile, and it is then also
-                            # the key's current holder, named twice in one batch.
-                            continue
+                        curation.restore(store, [memory_id])
                 except Exception as exc:
                     errors.append(f"runner: {type(exc).__name__}: {exc}")
                     return

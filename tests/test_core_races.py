@@ -84,3 +84,27 @@ def test_an_entry_retired_again_right_after_its_restore_is_not_lost(
     assert replay(restorer) == current_images(restorer)
     restorer.close()
     other.close()
+
+
+def test_restoring_an_entry_an_agent_brought_back_meanwhile_is_refused_not_raised(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator's restore read the entry as cold; before it wrote, an agent's search
+    brought it back (it is then its key's current holder too). Refused, never a ValueError."""
+    with freeze_time(START):
+        store = MemoryStore(db_path)
+        memory = store.remember("u", "format", "reports in PDF")
+        store.close()
+    store = MemoryStore(db_path, clock=fixed(LATER + timedelta(days=15)))
+    run_once(store, ["expire"], now=LATER)  # pending review
+    run_once(store, ["expire"])  # retired to cold after the grace period
+    assert store.get(memory.id).state == "cold"
+    stale = store.storage.current_images([memory.id])
+    (hit,) = store.search("u", "PDF", include_cold=True)  # the agent's use brings it back
+    assert hit.memory.id == memory.id and store.get(memory.id).state == "active"
+    monkeypatch.setattr(store.storage, "current_images", lambda ids: stale)
+    report = curation.restore(store, [memory.id])
+    assert report.refused == {memory.id: "not in cold storage (it came back meanwhile)"}
+    monkeypatch.undo()
+    assert store.get(memory.id).state == "active"
+    store.close()

@@ -125,6 +125,11 @@ def restore(
             holder = current_entry(
                 store.storage, image["user_id"], image["namespace"], image["kind"], image["key"]
             )
+            if holder is not None and holder["id"] == memory_id:
+                # An agent brought it back (a recall or search of a cold entry) after it was
+                # read above: it is current already, nothing to restore.
+                report.refused[memory_id] = "not in cold storage (it came back meanwhile)"
+                continue
             if holder is not None:
                 transitions.insert(
                     0,
