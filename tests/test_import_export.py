@@ -66,6 +66,7 @@ def test_agent_memory_json_imports_facts_and_notes(
         "conflicting": 0,
         "conflicts": [],
         "filtered_out": 0,
+        "forgotten": 0,
     }
     facts = {m.key: m for m in store.list("alice", kind="fact")}
     assert {key: m.value for key, m in facts.items()} == {
@@ -351,3 +352,36 @@ def test_export_command_to_stdout_and_to_a_file(
         EXIT_CANT_CREATE
     )
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_an_old_export_or_agent_file_brings_nothing_forgotten_back(
+    store: MemoryStore, agent_file: Path, tmp_path: Path, frozen
+) -> None:
+    """Forgets leave tombstones; an import skips what they cover, counted as forgotten:
+    the erased entry's id, a key erased after the line was written, an erased user."""
+    kept = store.remember("bob", "city", "Lisbon")
+    note = store.add_note("bob", "the secret project is called Falcon")
+    store.remember("carol", "pet", "a cat named Tofu")
+    export = tmp_path / "old.jsonl"
+    export.write_text(export_text(store), encoding="utf-8")
+    import_file(store, agent_file, user_id="alice", timezone="Asia/Shanghai")
+    frozen.tick(timedelta(days=1))
+    store.forget_memory(note.id)
+    store.forget_user("carol")
+    store.forget("alice", "city")
+
+    report = import_file(store, export)
+    assert report.forgotten == 2 and report.created == 0 and report.unchanged == 1
+    again = import_file(store, agent_file, user_id="alice", timezone="Asia/Shanghai")
+    assert again.forgotten == 1 and again.created == 0  # the city, said before its forget
+    assert store.recall("alice", "city") is None
+    assert store.list_memories("carol") == []
+    assert store.get(note.id) is None and store.get(kept.id) is not None
+    # An explicit write after a forget is never blocked; a newer forget covers its line too.
+    frozen.tick(timedelta(days=1))
+    store.remember("alice", "city", "Shanghai")
+    later = tmp_path / "later.jsonl"
+    later.write_text(export_text(store, user_id="alice"), encoding="utf-8")
+    store.forget("alice", "city")  # a newer forget covers that line too
+    assert import_file(store, later).forgotten == 1
+    assert main(["--db", str(store.path), "import", str(export)]) == 0

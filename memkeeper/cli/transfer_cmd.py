@@ -76,6 +76,7 @@ def import_command(
         f"{report.unchanged} already present, {report.superseded} superseded an older value"
         + (f", {len(report.conflicts)} in conflict (left as stored)" if report.conflicts else "")
         + (f", {report.filtered_out} other users' lines skipped" if report.filtered_out else "")
+        + (f", {report.forgotten} erased earlier (left forgotten)" if report.forgotten else "")
     )
     for conflict in report.conflicts:
         click.echo(f"  conflict: {shown(conflict)}", err=True)

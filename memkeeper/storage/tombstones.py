@@ -90,6 +90,21 @@ def is_tombstoned(conn: sqlite3.Connection | Database, scope: str, parts: tuple[
     return row is not None
 
 
+def erased_at(
+    conn: sqlite3.Connection | Database, scope: str, parts: tuple[str, ...]
+) -> datetime | None:
+    """When this scope and identity was last erased (None: never)."""
+    row = (
+        _connection(conn)
+        .execute(
+            "SELECT max(erased_at) FROM tombstones WHERE scope = ? AND digest = ?",
+            [scope, digest_of(scope, *parts)],
+        )
+        .fetchone()
+    )
+    return from_db(row[0]) if row and row[0] else None
+
+
 def since(conn: sqlite3.Connection | Database, after: datetime | None) -> list[Tombstone]:
     """Tombstones recorded after ``after`` (all of them for None), oldest first."""
     sql = "SELECT scope, digest, erased_at FROM tombstones"

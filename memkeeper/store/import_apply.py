@@ -5,18 +5,23 @@ written in batches of ``[database] batch_size``, each in one write transaction, 
 shared transition mechanism (actor ``cli:import``), so every imported entry is logged like
 any other change. What is already there is recognised and skipped, not re-confirmed, so
 importing a file twice changes nothing; an id stored with other content is left alone and
-reported as a conflict.
+reported as a conflict. What the user asked to forget stays forgotten: an entry whose id was
+erased, or whose key or user was erased after the entry was written (the tombstones of
+:mod:`memkeeper.storage.tombstones`), is skipped and counted as ``forgotten`` — an old export
+or agent file brings nothing erased back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memkeeper.clock import to_db
+from memkeeper.clock import from_db, to_db
 from memkeeper.storage.files import batched
 from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.tombstones import erased_at
 from memkeeper.storage.transitions import Image, Transition, apply, hot_image, supersede
 from memkeeper.store import MemoryStore
 from memkeeper.store.entries import (
@@ -38,6 +43,7 @@ class ImportReport:
     superseded: int = 0
     conflicts: list[str] = field(default_factory=list)
     filtered_out: int = 0
+    forgotten: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The report as the CLI prints it (``conflicting`` counts the conflicts)."""
@@ -49,7 +55,31 @@ class ImportReport:
             "conflicting": len(self.conflicts),
             "conflicts": self.conflicts,
             "filtered_out": self.filtered_out,
+            "forgotten": self.forgotten,
         }
+
+
+def _forgotten(
+    store: MemoryStore,
+    user_id: str,
+    namespace: str,
+    key: str | None,
+    memory_id: str | None,
+    written_at: datetime | None,
+) -> bool:
+    """Whether the user erased this entry (its id), or its key or themselves after it was
+    written (``written_at`` None: unknown, so before)."""
+    hot = store.storage.hot
+    if memory_id is not None and erased_at(hot, "memory", (memory_id,)) is not None:
+        return True
+    scopes: list[tuple[str, tuple[str, ...]]] = [("user", (user_id,))]
+    if key is not None:
+        scopes.append(("key", (user_id, namespace, key)))
+    for scope, parts in scopes:
+        when = erased_at(hot, scope, parts)
+        if when is not None and (written_at is None or written_at <= when):
+            return True
+    return False
 
 
 def _note_exists(store: MemoryStore, user_id: str, namespace: str, entry: AgentEntry) -> bool:
@@ -80,6 +110,9 @@ def import_agent_json(
         with store.storage.lock, immediate_transaction(store.storage.hot):
             now = store.now()
             for entry in batch:
+                if _forgotten(store, user_id, namespace, entry.key, None, entry.created_at):
+                    report.forgotten += 1
+                    continue
                 if entry.kind == "note":
                     if _note_exists(store, user_id, namespace, entry):
                         report.unchanged += 1
@@ -149,6 +182,9 @@ def import_jsonl(store: MemoryStore, records: list[tuple[int, Image]], path: Pat
             existing = store.storage.current_images([image["id"] for _, image in batch])
             for number, image in batch:
                 reason = f"imported from {path.name} line {number}"
+                if _erased_line(store, image):
+                    report.forgotten += 1
+                    continue
                 if image["id"] in existing:
                     _count_existing(report, existing[image["id"]], image, number)
                     continue
@@ -190,6 +226,9 @@ def import_jsonl(store: MemoryStore, records: list[tuple[int, Image]], path: Pat
         existing = store.storage.current_images([image["id"] for _, image in batch])
         transitions = []
         for number, image in batch:
+            if _erased_line(store, image):
+                report.forgotten += 1
+                continue
             if image["id"] in existing:
                 _count_existing(report, existing[image["id"]], image, number)
                 continue
@@ -206,6 +245,17 @@ def import_jsonl(store: MemoryStore, records: list[tuple[int, Image]], path: Pat
                     f"id {outcome.transition.memory_id} was stored meanwhile; left as it is"
                 )
     return report
+
+
+def _erased_line(store: MemoryStore, image: Image) -> bool:
+    return _forgotten(
+        store,
+        image["user_id"],
+        image["namespace"],
+        image["key"],
+        image["id"],
+        from_db(image["updated_at"]),
+    )
 
 
 def _count_existing(report: ImportReport, stored: Image, image: Image, number: int) -> None:

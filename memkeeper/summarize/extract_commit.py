@@ -31,7 +31,7 @@ from typing import Any
 from memkeeper.clock import from_db
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.storage.files import Storage
-from memkeeper.storage.tombstones import digest_of
+from memkeeper.storage.tombstones import erased_at
 from memkeeper.storage.transitions import Image, Transition
 from memkeeper.store.entries import current_entry, remember_plan
 from memkeeper.summarize.extract import CONFIRMED_CONFIDENCE, Extracted
@@ -46,11 +46,7 @@ def extracted_source(session_id: str) -> str:
 
 def forgotten_at(storage: Storage, user_id: str, namespace: str, key: str) -> datetime | None:
     """When the user last erased this key (None: never), from its tombstones."""
-    row = storage.hot.execute(
-        "SELECT max(erased_at) FROM tombstones WHERE scope = 'key' AND digest = ?",
-        [digest_of("key", user_id, namespace, key)],
-    ).fetchone()
-    return from_db(row[0]) if row and row[0] else None
+    return erased_at(storage.hot, "key", (user_id, namespace, key))
 
 
 def _slot(
