@@ -37,7 +37,7 @@ from memkeeper.clock import from_db
 from memkeeper.config import Config
 from memkeeper.demo.agents import Agents
 from memkeeper.demo.schedule import Schedule, ScheduledJob, SimClock
-from memkeeper.demo.standin import STANDIN_LABEL, run_local_summarize
+from memkeeper.demo.standin import STANDIN_LABEL, StandInClient
 from memkeeper.demo.stories import Story, tell_stories, undo_one_run
 from memkeeper.errors import InvalidInput
 from memkeeper.llm.endpoint import read_api_key
@@ -235,17 +235,16 @@ class Simulation:
         self.clock.move_to(fire)
         self.sequence += 1
         run_id = f"{fire:%Y%m%dT%H%M%SZ}-{job.name}-{self.sequence % 0x10000:04x}"
-        if job.name == "summarize" and not self.glm:
-            result = run_local_summarize(self.store, now=fire, scheduled_for=fire, run_id=run_id)
-        else:
-            result = run_job(
-                self.store,
-                job.name,
-                now=fire,
-                trigger="schedule",
-                scheduled_for=fire,
-                run_id=run_id,
-            )
+        local = job.name == "summarize" and not self.glm
+        result = run_job(
+            self.store,
+            job.name,
+            now=fire,
+            trigger="schedule",
+            scheduled_for=fire,
+            run_id=run_id,
+            llm_client=StandInClient() if local else None,
+        )
         summary = self.jobs[job.name]
         summary.runs += 1
         summary.changes += result.total_changes

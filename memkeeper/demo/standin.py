@@ -8,35 +8,23 @@ decisions, plans), in their order. No model, no network, the same answer every t
 summary it writes starts with :data:`STANDIN_LABEL`, so a note in the database says what
 wrote it; the change log records :data:`STANDIN_MODEL` as the model.
 
-The summarize job builds its own client from the API key, so without a key the demo runs the
-job's steps here — the same due sessions, summarizer (plan, call, quality gate) and commit,
-recorded in ``job_runs`` as a ``summarize`` run like the runner records one (see
-:func:`run_local_summarize`).
+Without a key the demo runs the real summarize job with this client injected
+(``run_job(..., llm_client=StandInClient())``): the same due sessions, summarizer (plan, call,
+quality gate), extraction, commit, budgets and ``job_runs`` record as with GLM.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from memkeeper.llm.answer import LlmAnswer
-from memkeeper.maintenance.jobkit import JobContext
-from memkeeper.maintenance.locks import jobs_lock
-from memkeeper.maintenance.runner import JobResult, record_run_end, record_run_start
-from memkeeper.store import MemoryStore
-from memkeeper.summarize.commit import commit
-from memkeeper.summarize.retention import delete_old_messages
-from memkeeper.summarize.session import due_sessions
-from memkeeper.summarize.summarizer import Summarizer
 from memkeeper.summarize.tokens import estimate_tokens
 
 if TYPE_CHECKING:
-    from memkeeper.llm.client import LlmClient
+    pass
 
 STANDIN_LABEL = "[local stand-in summary]"
 """First line of every summary the stand-in writes: it is not an LLM's summary."""
@@ -103,7 +91,12 @@ def extract(prompt: str) -> str:
 
 
 class StandInClient:
-    """Answers chat-completion calls with :func:`extract`, as JSON like the LLM is asked to."""
+    """Answers chat-completion calls with :func:`extract`, as JSON like the LLM is asked to.
+
+    The summarize job takes it in place of its LLM client (``run_job(..., llm_client=...)``)
+    and records :attr:`model` as the model in the change log."""
+
+    model = STANDIN_MODEL
 
     def complete(
         self, messages: Sequence[dict[str, str]], *, max_tokens: int | None = None
@@ -119,77 +112,3 @@ class StandInClient:
             completion_tokens=estimate_tokens(text),
             model=STANDIN_MODEL,
         )
-
-
-def _summarize_locally(ctx: JobContext) -> None:
-    """The summarize job's work with the stand-in: due sessions, summarize, commit, retention."""
-    config = ctx.store.config.jobs.summarize
-    due = due_sessions(ctx.store.storage, config.max_messages)
-    ctx.set_total(len(due))
-    stats = ctx.stats
-    stats.update(
-        summarizer=STANDIN_MODEL,
-        sessions_due=len(due),
-        sessions_summarized=0,
-        sessions_not_done=0,
-        messages_summarized=0,
-    )
-    client = cast("LlmClient", StandInClient())
-    with ThreadPoolExecutor(1, thread_name_prefix="demo-summarize") as calls:
-        summarizer = Summarizer(ctx, client, calls)
-        for session in due:
-            result = summarizer.summarize(session)
-            if result.status == "done" and commit(ctx, result, STANDIN_MODEL):
-                stats["sessions_summarized"] += 1
-                stats["messages_summarized"] += len(result.message_ids)
-            else:
-                stats["sessions_not_done"] += 1
-            ctx.advance(1)
-    delete_old_messages(ctx)
-
-
-def run_local_summarize(
-    store: MemoryStore, *, now: datetime, scheduled_for: datetime | None, run_id: str
-) -> JobResult:
-    """One scheduled ``summarize`` run with the stand-in, recorded as the runner records one.
-
-    Holds the job lock, records the run's start and end in ``job_runs`` (trigger
-    ``schedule``), and writes through the summarize job's own commit, so the notes, the change
-    log, explain and undo are the job's. A failure is recorded, never raised.
-    """
-    lock = jobs_lock(store.path)
-    lock.acquire(store.config.service.lock_wait_seconds)
-    try:
-        record_run_start(store, run_id, SUMMARIZE, "schedule", now, scheduled_for)
-        ctx = JobContext(
-            store=store,
-            job=SUMMARIZE,
-            config=store.config.jobs.summarize,
-            now=now,
-            run_id=run_id,
-            dry_run=False,
-            stop_event=threading.Event(),
-        )
-        status, error = "ok", None
-        try:
-            _summarize_locally(ctx)
-        except Exception as exc:  # recorded like the runner records a job's failure
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-        result = JobResult(
-            job=SUMMARIZE,
-            run_id=run_id,
-            trigger="schedule",
-            status=status,
-            dry_run=False,
-            started_at=now,
-            finished_at=now,
-            counts=dict(ctx.counts),
-            skipped_entries=ctx.skipped,
-            stats=dict(ctx.stats),
-            error=error,
-            changes=list(ctx.planned),
-        )
-        record_run_end(store, result)
-    finally:
-        lock.release()
-    return result

@@ -108,6 +108,9 @@ class JobContext:
     stats: dict[str, Any] = field(default_factory=dict)
     planned: list[PlannedChange] = field(default_factory=list)
     keep_planned: int = 10_000
+    llm_client: Any = None
+    """A chat client the LLM jobs use instead of building one from ``[llm]`` and the key
+    (``memkeeper demo``'s local stand-in); None: the configured endpoint."""
     _total: int | None = None
     _done: int = 0
     pacer: LockPacer = field(init=False)

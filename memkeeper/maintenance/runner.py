@@ -212,8 +212,12 @@ def run_job(
     lock_wait_seconds: float | None = None,
     scheduled_for: datetime | None = None,
     run_id: str | None = None,
+    llm_client: Any = None,
 ) -> JobResult:
-    """Run one job now; raises LockBusy if the job lock stays taken, never for job errors."""
+    """Run one job now; raises LockBusy if the job lock stays taken, never for job errors.
+
+    ``llm_client`` replaces the client an LLM job would build from the config (see
+    :attr:`JobContext.llm_client`)."""
     job = job_registry()[name]
     run_id = run_id or new_run_id(name, now)
     ctx = JobContext(
@@ -225,6 +229,7 @@ def run_job(
         dry_run=dry_run,
         stop_event=stop_event or threading.Event(),
         progress=progress,
+        llm_client=llm_client,
     )
     bound = log.bind(job=name, run_id=run_id, trigger=trigger, dry_run=dry_run)
     wait = (

@@ -98,9 +98,8 @@ def _count_extraction(stats: dict[str, Any], result: SessionResult) -> None:
         stats[name] = stats.get(name, 0) + count
 
 
-def _summarize_all(ctx: JobContext, due: list[DueSession], client: LlmClient) -> None:
+def _summarize_all(ctx: JobContext, due: list[DueSession], client: LlmClient, model: str) -> None:
     config: SummarizeJob = ctx.config  # type: ignore[assignment]
-    model = ctx.store.config.llm.model
     width = config.max_concurrency
     fatal: Exception | None = None
     failures: list[SessionResult] = []
@@ -151,7 +150,8 @@ def summarize_due(ctx: JobContext, due: list[DueSession]) -> LlmError | None:
     due = without_parked(ctx, due)
     if not due:
         return None
-    error: LlmError | None = None
+    if ctx.llm_client is not None:  # injected (memkeeper demo's stand-in): its own model name
+        return _summarize_with(ctx, due, ctx.llm_client, getattr(ctx.llm_client, "model", ""))
     with LlmClient.from_config(llm, max_connections=config.max_concurrency) as client:
         ctx.log.info(
             "summarizing sessions",
@@ -160,8 +160,14 @@ def summarize_due(ctx: JobContext, due: list[DueSession]) -> LlmError | None:
             endpoint=client.endpoint,
             max_concurrency=config.max_concurrency,
         )
-        try:
-            _summarize_all(ctx, due, client)
-        except LlmError as exc:
-            error = exc
-    return error
+        return _summarize_with(ctx, due, client, llm.model)
+
+
+def _summarize_with(
+    ctx: JobContext, due: list[DueSession], client: LlmClient, model: str
+) -> LlmError | None:
+    try:
+        _summarize_all(ctx, due, client, model or ctx.store.config.llm.model)
+    except LlmError as exc:
+        return exc
+    return None
