@@ -785,3 +785,16 @@ def test_a_cold_import_line_stored_meanwhile_is_a_conflict(
     assert report.conflicts == ["id 2222222222222222 was stored meanwhile; left as it is"]
     assert report.to_dict()["conflicting"] == 1
     assert store.get("2222222222222222").state == "cold"
+
+
+def test_json_output_escapes_c1_controls_and_stays_exact(tmp_path: Path, capsys) -> None:
+    """``--json`` is exact for programs and inert on a terminal: U+009B (a one-byte CSI on
+    some terminals) and the line separators come out escaped, and decode to the same text."""
+    db = tmp_path / "memory.db"
+    value = "PDF\x9b31m and\u2028more\x85"
+    with MemoryStore(db) as store:
+        memory = store.remember("alice", "format", value)
+    assert main(["--db", str(db), "get", memory.id, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x9b\u2028\x85")
+    assert "\\u009b" in out and json.loads(out)["value"] == value

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -132,8 +133,16 @@ def namespace_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+_RAW_IN_JSON = re.compile("[\u0080-\u009f\u2028\u2029]")
+"""Characters json.dumps leaves raw with ensure_ascii=False that a terminal may act on: the C1
+controls (U+009B starts an escape sequence on some terminals) and the line separators."""
+
+
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False, default=str))
+    """``data`` as indented JSON, exact for a program and inert on a terminal: control
+    characters are escaped (``\\u009b``), which JSON decodes back to the same text."""
+    text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False, default=str)
+    click.echo(_RAW_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
 
 
 def yes_option(func: Callable[..., Any]) -> Callable[..., Any]:
