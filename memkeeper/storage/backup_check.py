@@ -25,6 +25,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from sqlite_utils import Database
+
 from memkeeper.errors import DatabaseError, InputFileMissing
 from memkeeper.storage.schema import COLD, HOT
 from memkeeper.storage.sqlite import FileKind
@@ -53,16 +55,7 @@ def count_rows(conn: sqlite3.Connection) -> dict[str, int]:
 
 def applied_steps(conn: sqlite3.Connection, kind: FileKind) -> list[str]:
     """The schema steps recorded in a file, in the order they were applied."""
-    has_table = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlite_migrations'"
-    ).fetchone()
-    if not has_table:
-        return []
-    rows = conn.execute(
-        "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
-        [kind.migrations.name],
-    )
-    return [row[0] for row in rows]
+    return [step.name for step in kind.migrations.applied(Database(conn))]
 
 
 def describe(conn: sqlite3.Connection, kind: FileKind) -> dict[str, Any]:
