@@ -176,3 +176,15 @@ def test_status_says_whether_the_service_runs(cli, db_path: Path) -> None:
     with daemon_lock(db_path).hold():
         _code, out, _ = cli("status", "--json")
     assert json.loads(out)["service"] == {"running": True, "pid": os.getpid()}
+
+
+def test_bookkeeping_statistics_stay_out_of_the_text_but_not_the_json(cli) -> None:
+    """A job's statistics named with a leading underscore (the merge job's watermarks, kept
+    for its next run) are left out of run-once's and status's text; --json has them."""
+    code, out, _ = cli("run-once", "--job", "merge")
+    assert code == 0 and "merge" in out and "_watermark" not in out and "_scope" not in out
+    code, out, _ = cli("status")
+    assert code == 0 and "_watermark" not in out and "_scope" not in out
+    code, out, _ = cli("run-once", "--job", "merge", "--json")
+    (job,) = json.loads(out)["jobs"]
+    assert job["stats"]["_scope"].startswith("threshold=") and "_watermark_change" in job["stats"]

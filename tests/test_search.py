@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -257,3 +258,29 @@ def test_bench_search_eval_runs_the_index_job_against_the_endpoint(
     monkeypatch.delenv(KEY_ENV)
     assert main(["--config", str(config), "bench", "--search-eval"]) == 0
     assert "skipped: no API key: set ZHIPUAI_API_KEY" in capsys.readouterr().out
+
+
+def test_the_query_embedding_is_timed_apart_from_the_search(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """search() reports the query's embedding call apart from its own work, in the result
+    and on the command line's last (stderr) line; keyword-only without a key."""
+    from memkeeper.cli import main
+
+    with (
+        FakeEmbeddings(delay=0.05) as fake,
+        MemoryStore(db_path, config=embed_config(fake.url)) as store,
+    ):
+        store.remember("alice", "report_format", "PDF files with a logo")
+        monkeypatch.delenv(KEY_ENV, raising=False)
+        keyword = store.search("alice", "PDF")
+        assert not keyword.semantic and keyword.embed_ms == 0 and keyword.search_ms > 0
+        index_all(store)
+        monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
+        hits = store.search("alice", "PDF logo")
+        assert hits.semantic and hits.embed_ms >= 50 and hits.search_ms > 0
+        assert set(hits.timing()) == {"embed_ms", "search_ms", "semantic"}
+    monkeypatch.delenv(KEY_ENV)
+    assert main(["--db", str(db_path), "search", "alice", "PDF"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"1 hit, keyword-only: query embedding 0\.0 ms, search [\d.]+ ms", err)
