@@ -90,9 +90,9 @@ def test_forget_of_keys_leaves_no_byte_whatever_the_page_layout(
 def test_scrub_rebuilds_only_a_file_that_still_holds_an_erased_text(db_path: Path) -> None:
     store = MemoryStore(db_path)
     store.remember("u", "k", "KEEP-ME-visible")
-    files = [(store.storage.hot, store.path)]
+    files = [(store.storage.hot, store.path, store.storage.hot_raw)]
     assert scrub(files, {b"NOT-IN-THE-FILE"}, timeout_s=1) == []
-    assert file_holds_any(store.path, {b"KEEP-ME-visible"})
+    assert file_holds_any(store.storage.hot_raw, {b"KEEP-ME-visible"})
     assert scrub(files, None, timeout_s=1) == [store.path]  # unknown texts: rebuilt
     assert store.recall("u", "k").value == "KEEP-ME-visible"
     store.close()

@@ -235,7 +235,7 @@ def test_rebuilding_a_file_keeps_the_index_pointing_at_the_right_rows(store: Mem
     entries = [store.remember("alice", f"k{i}", f"value{i:03d}x") for i in range(40)]
     for entry in entries[::3]:
         store.forget_memory(entry.id)
-    scrub([(store.storage.hot, store.path)], None, timeout_s=1)  # VACUUM
+    scrub([(store.storage.hot, store.path, store.storage.hot_raw)], None, timeout_s=1)  # VACUUM
     check_index(store.storage.hot, "memories")
     for i, entry in enumerate(entries):
         expected = [] if i % 3 == 0 else [entry.id]

@@ -19,6 +19,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from memkeeper.errors import DatabaseMissing
+from memkeeper.storage import rawfile
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.schema import COLD, HOT
 from memkeeper.storage.sqlite import Tuning, checkpoint, open_database
@@ -92,6 +93,10 @@ class Storage:
                 "check --db, MEMKEEPER_DB or database.path"
             )
         self.hot: Database = hot
+        # Raw descriptors for the residue scan, opened now and closed only after the SQLite
+        # connections (see memkeeper.storage.rawfile: closing one earlier drops our locks).
+        self.hot_raw = rawfile.attach(self.hot_path)
+        self.cold_raw: rawfile.RawFile | None = None
         self._cold: Database | None = None
         self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
 
@@ -116,6 +121,8 @@ class Storage:
                 create=create,
                 tuning=self.tuning,
             )
+            if self._cold is not None:
+                self.cold_raw = rawfile.attach(self.cold_path)
             if self._cold is not None and self.autocheckpoint_pages != DEFAULT_AUTOCHECKPOINT:
                 self._cold.conn.execute(f"PRAGMA wal_autocheckpoint = {self.autocheckpoint_pages}")
         return self._cold
@@ -157,9 +164,12 @@ class Storage:
             checkpoint(cold)
 
     def close(self) -> None:
-        """Close both connections."""
+        """Close both connections, then the raw descriptors (never the other way round)."""
         with self.lock:
             self.hot.conn.close()
             if self._cold is not None:
                 self._cold.conn.close()
                 self._cold = None
+            for raw in (self.hot_raw, self.cold_raw):
+                rawfile.detach(raw)
+            self.hot_raw = self.cold_raw = None

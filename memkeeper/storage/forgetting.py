@@ -232,11 +232,11 @@ def erase(
 def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence[int]) -> None:
     """Purge the keyword indexes' deleted trigrams, scrub both files (see
     :mod:`~memkeeper.storage.scrub`), then drop those markers."""
-    files = [(storage.hot, storage.hot_path)]
+    files = [(storage.hot, storage.hot_path, storage.hot_raw)]
     cold = storage.cold(create=False)
     if cold is not None:
-        files.append((cold, storage.cold_path))
-    for (db, _path), table in zip(files, keywords.TABLES, strict=False):
+        files.append((cold, storage.cold_path, storage.cold_raw))
+    for (db, _path, _raw), table in zip(files, keywords.TABLES, strict=False):
         with immediate_transaction(db):
             keywords.purge_deleted(db, table)
     scrub(files, needles, timeout_s=storage.busy_timeout_ms / 1000)

@@ -13,14 +13,17 @@ no later delete reaches them. After an erasure, :func:`scrub` therefore:
 
 When the erased texts are unknown (an erasure interrupted after its commit, found later
 through ``pending_scrubs``) or too many to scan for, both files are rebuilt unconditionally.
-The scan reads the file once per text (``mmap`` + ``find``), which is far cheaper than a
-``VACUUM`` for the usual one-key forget; the rebuild is what guarantees the result.
+The scan reads the file once (``pread`` through the process's long-lived descriptor of it,
+:mod:`memkeeper.storage.rawfile`), which is far cheaper than a ``VACUUM`` for the usual
+one-key forget; the rebuild is what guarantees the result. The scan never opens or closes
+the file itself: a ``close()`` of any descriptor of a file cancels every POSIX lock the
+process holds on it, the SQLite connection's included (issue 18, item 1). Without such a
+descriptor the file is rebuilt instead of scanned.
 """
 
 from __future__ import annotations
 
 import json
-import mmap
 import sqlite3
 import time
 from collections.abc import Collection, Iterable
@@ -29,6 +32,7 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from memkeeper.errors import LockBusy
+from memkeeper.storage.rawfile import RawFile, holds_any
 
 MAX_SCANNED_NEEDLES = 32
 """Above this many byte strings to look for, rebuilding is cheaper than scanning once per text."""
@@ -69,12 +73,17 @@ def checkpoint_fully(db: Database, path: Path, *, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def file_holds_any(path: Path, needles: Collection[bytes]) -> bool:
-    """True when the file's raw bytes contain any of the needles."""
-    if not needles or not path.exists() or path.stat().st_size == 0:
+def file_holds_any(raw: RawFile | None, needles: Collection[bytes]) -> bool:
+    """True when the file's raw bytes contain any of the needles, or cannot be read.
+
+    ``raw`` is the process's descriptor of the file (:mod:`memkeeper.storage.rawfile`); the
+    file is never opened or closed here.
+    """
+    if not needles:
         return False
-    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as raw:
-        return any(raw.find(needle) != -1 for needle in needles)
+    if raw is None:
+        return True  # unreadable here: the caller rebuilds, which guarantees the result
+    return holds_any(raw, needles)
 
 
 def rebuild(db: Database, path: Path, *, timeout_s: float) -> None:
@@ -93,17 +102,21 @@ def rebuild(db: Database, path: Path, *, timeout_s: float) -> None:
 
 
 def scrub(
-    files: Iterable[tuple[Database, Path]], needles: Collection[bytes] | None, *, timeout_s: float
+    files: Iterable[tuple[Database, Path, RawFile | None]],
+    needles: Collection[bytes] | None,
+    *,
+    timeout_s: float,
 ) -> list[Path]:
     """Leave no needle in any of the files or their WALs; returns the files rebuilt.
 
-    ``needles`` None means "unknown": every file is rebuilt.
+    Each file comes with its SQLite connection, its path (for messages) and the process's
+    raw descriptor of it. ``needles`` None means "unknown": every file is rebuilt.
     """
     rebuilt = []
     unknown = needles is None or len(needles) > MAX_SCANNED_NEEDLES
-    for db, path in files:
+    for db, path, raw in files:
         checkpoint_fully(db, path, timeout_s=timeout_s)
-        if unknown or file_holds_any(path, needles or ()):
+        if unknown or file_holds_any(raw, needles or ()):
             rebuild(db, path, timeout_s=timeout_s)
             rebuilt.append(path)
     return rebuilt

@@ -13,6 +13,7 @@ import contextlib
 import os
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ class FileKind:
 def _is_locked_error(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+_CREATING = threading.Lock()
+"""Held while a new file is created and its descriptor closed: another thread of this process
+must not open the file through SQLite before that ``close()``, which would cancel the locks
+it just took (POSIX locks belong to the process; see :mod:`memkeeper.storage.rawfile`)."""
 
 
 def _create_file(path: Path) -> None:
@@ -239,10 +246,11 @@ def open_database(
     path = Path(path)
     if path.is_dir():
         raise DatabaseError(f"{path} is a directory, not a database file")
-    if not path.exists():
-        if not create:
-            return None
-        _create_file(path)
+    with _CREATING:
+        if not path.exists():
+            if not create:
+                return None
+            _create_file(path)
     if not os.access(path, os.R_OK):
         raise StorageUnwritable(f"database file {path} is not readable by this user")
     conn = _connect(path, busy_timeout_ms)

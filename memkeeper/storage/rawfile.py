@@ -1,0 +1,130 @@
+"""Reading a live database file's raw bytes without dropping this process's SQLite locks.
+
+SQLite locks its files with POSIX advisory locks, which belong to a (process, file) pair:
+``close()`` of *any* descriptor of the file, opened by anyone in the process, cancels every
+lock the process holds on it (SQLite's "How To Corrupt An SQLite Database File", §2.2). A
+residue scan that opened and closed ``memory.db`` therefore silently dropped the shared lock
+of the process's own SQLite connection; the next short-lived process to close the database
+then believed it was the last user, checkpointed and deleted the ``-wal`` still in use, and
+the file was corrupted (issue 18, item 1).
+
+The rule this module enforces: memkeeper never ``close()``\\s a descriptor of a database file
+that the process may have open through SQLite. The scan reads through **one read-only
+descriptor per file, kept for as long as any** :class:`~memkeeper.storage.files.Storage` **of
+the process uses that file**: it is opened (never closed) when a Storage opens the file, and
+closed only when the last such Storage has closed its SQLite connections — when no lock of
+this process on the file remains to be lost. Alternatives weighed:
+
+* the ``sqlite_dbpage`` virtual table (raw pages through the connection itself) is not
+  compiled into the SQLite that Python ships on most systems (not into this one);
+* a child process per scan costs a Python start per forget, and ``sys.executable`` is not a
+  Python interpreter in every embedding host.
+
+Reads use ``os.pread``, never ``mmap``: Python's ``mmap`` duplicates the descriptor and
+closes the duplicate, which cancels the locks just the same. The descriptor also records
+which file was opened (device and inode), so a writer can tell when the path now names
+another file (:func:`same_file`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHUNK = 1 << 20
+"""Bytes read per ``pread`` while scanning."""
+
+
+@dataclass
+class RawFile:
+    """One read-only descriptor of a database file, shared by this process's Storages."""
+
+    path: Path
+    fd: int
+    identity: tuple[int, int]
+    users: int = 0
+    strays: list[int] = field(default_factory=list)
+
+
+_OPEN: dict[tuple[int, int], RawFile] = {}
+_GUARD = threading.Lock()
+
+
+def identity_of(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path`` now; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def attach(path: Path) -> RawFile | None:
+    """The process's descriptor of the file at ``path`` (opened on first use), counted.
+
+    Call right after the SQLite connection opened the file, and :func:`detach` after that
+    connection closed. None when the file cannot be opened (the scan then rebuilds).
+    """
+    path = Path(path)
+    with _GUARD:
+        key = identity_of(path)
+        raw = _OPEN.get(key) if key is not None else None
+        if raw is None:
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                return None
+            st = os.fstat(fd)
+            key = (st.st_dev, st.st_ino)
+            raw = _OPEN.get(key)
+            if raw is None:
+                raw = _OPEN[key] = RawFile(path, fd, key)
+            else:
+                # The path was replaced between stat and open by a file already open here:
+                # closing this descriptor would cancel that file's locks, so keep it.
+                raw.strays.append(fd)
+        raw.users += 1
+        return raw
+
+
+def detach(raw: RawFile | None) -> None:
+    """One Storage is done with the file; the last one closes the descriptor(s)."""
+    if raw is None:
+        return
+    with _GUARD:
+        raw.users -= 1
+        if raw.users > 0:
+            return
+        _OPEN.pop(raw.identity, None)
+        for fd in (raw.fd, *raw.strays):
+            os.close(fd)
+        raw.fd = -1
+        raw.strays.clear()
+
+
+def same_file(raw: RawFile | None, path: Path) -> bool:
+    """True when ``path`` still names the file ``raw`` was opened on."""
+    return raw is not None and identity_of(path) == raw.identity
+
+
+def holds_any(raw: RawFile, needles: Collection[bytes]) -> bool:
+    """True when the file's bytes contain any of the needles (read with ``pread``)."""
+    wanted = [needle for needle in needles if needle]
+    if not wanted:
+        return False
+    overlap = max(len(needle) for needle in wanted) - 1
+    size = os.fstat(raw.fd).st_size
+    offset, tail = 0, b""
+    while offset < size:
+        chunk = os.pread(raw.fd, CHUNK, offset)
+        if not chunk:
+            break
+        window = tail + chunk
+        if any(needle in window for needle in wanted):
+            return True
+        tail = window[-overlap:] if overlap else b""
+        offset += len(chunk)
+    return False
