@@ -7,9 +7,11 @@ Order of work, so that a refusal or a failure at any step leaves the live files 
 2. the service instance lock and the job-run lock (:mod:`memkeeper.maintenance.locks`) are
    taken without waiting — a running service or job run is refused, not raced — and held
    to the end, so neither can start meanwhile;
-3. each live file is checkpointed and closed; if its write-ahead log is still there another
-   process (an agent) has it open, and the restore is refused: renaming a file under an
-   open connection would send that agent's next writes into the file set aside;
+3. each live file is locked exclusively through SQLite (:func:`_sole_user`): if another
+   process (an agent, a server) has it open, the lock is refused and so is the restore —
+   renaming a file under an open connection would send that agent's next writes into the
+   file set aside. "In use" is asked of the locks, never inferred from a ``-wal`` file. The
+   lock is held until just before the renames, so nobody opens the files meanwhile;
 4. the backup files are copied beside the live ones under temporary names and the live
    database's tombstones are applied to them (:mod:`memkeeper.storage.backup_prune`): a
    restore never brings back what was erased after the backup was taken;
@@ -57,27 +59,57 @@ def _take(lock: Any, what: str) -> None:
         ) from None
 
 
-def _ensure_unused(path: Path, busy_timeout_ms: int) -> None:
-    """Checkpoint and close ``path``; refuse if another process still has it open."""
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _sole_user(path: Path, busy_timeout_ms: int) -> sqlite3.Connection | None:
+    """A connection holding ``path`` alone (SQLite's EXCLUSIVE lock), its WAL folded in.
+
+    Whether another process uses the file is asked of the locks, not inferred from the files
+    beside it: every connection to a WAL database holds a shared lock on it for as long as it
+    is open (the same test SQLite makes before deleting the ``-wal`` on close), so the
+    exclusive lock is granted only when nobody else — no other process, and no other
+    connection of this one — has the file open. ``locking_mode = EXCLUSIVE`` keeps it until
+    :func:`_let_go`, so nobody can open the file meanwhile. None when there is no file, or it
+    is not a usable SQLite database (nobody can be using it through SQLite: it is set aside
+    as it is).
+    """
     if not path.exists():
-        return
+        return None
     conn = sqlite3.connect(str(path), timeout=busy_timeout_ms / 1000, isolation_level=None)
     try:
-        with contextlib.suppress(sqlite3.DatabaseError):  # not even SQLite: set aside as is
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    finally:
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.OperationalError as exc:
         conn.close()
-    if any(Path(f"{path}{suffix}").exists() for suffix in _SIDE_FILES):
-        raise LockBusy(
-            f"{path} is open in another process (its write-ahead log is still there); stop "
-            "the agents and services using this database, then run restore-backup again"
-        )
+        if _is_busy(exc):
+            raise LockBusy(
+                f"{path} is open in another process (it holds a lock on the file); stop the "
+                "agents and services using this database, then run restore-backup again"
+            ) from None
+        return None
+    except sqlite3.DatabaseError:
+        conn.close()
+        return None
+    return conn
+
+
+def _let_go(conn: sqlite3.Connection | None) -> None:
+    """Close a :func:`_sole_user` connection: SQLite folds and removes the WAL, unlocks."""
+    if conn is not None:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        conn.close()
 
 
 def _live_tombstones(hot_path: Path) -> list[Tombstone]:
     if not hot_path.exists():
         return []
-    conn = open_read_only(hot_path)  # checkpointed and closed just before: no WAL
+    conn = open_read_only(hot_path)  # checkpointed and held exclusively: the WAL is empty
     try:
         has = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tombstones'"
@@ -119,9 +151,10 @@ def restore(
     _take(daemon, "the memkeeper service")
     try:
         _take(jobs, "a job run")
+        held: list[sqlite3.Connection | None] = []
         try:
             for path in live.values():
-                _ensure_unused(path, busy_timeout_ms)
+                held.append(_sole_user(path, busy_timeout_ms))
             for role, (name, _) in FILES.items():
                 temp[role].parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 new_private_file(temp[role])
@@ -139,12 +172,16 @@ def restore(
                     conn.close()
                 check_file(temp[role], kind, _as_expected(temp[role], found))
                 fsync_path(temp[role])
+            while held:  # WAL folded into the file before it is set aside
+                _let_go(held.pop())
             stamp = ensure_utc(now).strftime("%Y%m%dT%H%M%S%fZ")
             aside = {role: _set_aside(live[role], stamp) for role in ("cold", "hot")}
             for role in ("cold", "hot"):
                 os.replace(temp[role], live[role])
                 fsync_path(live[role].parent)
         finally:
+            for conn in held:
+                _let_go(conn)
             for path in temp.values():
                 _remove(path)
             jobs.release()
