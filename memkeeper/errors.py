@@ -58,6 +58,14 @@ class DatabaseError(MemkeeperError):
     exit_code = EXIT_DATABASE
 
 
+class ColdStorageChanged(DatabaseError):
+    """The cold-storage file this process opened was deleted or replaced while it ran.
+
+    Nothing is moved into it (whatever went there would be in no file anyone can open):
+    the entries stay hot until the process is restarted and opens the file now at the path.
+    """
+
+
 class StorageUnwritable(MemkeeperError):
     """The database file or its directory cannot be created or written."""
 

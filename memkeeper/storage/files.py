@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from memkeeper.errors import DatabaseMissing
+from memkeeper.errors import ColdStorageChanged, DatabaseMissing
 from memkeeper.storage import rawfile
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.schema import COLD, HOT
@@ -98,6 +98,7 @@ class Storage:
         self.hot_raw = rawfile.attach(self.hot_path)
         self.cold_raw: rawfile.RawFile | None = None
         self._cold: Database | None = None
+        self._cold_identity: tuple[int, int] | None = None
         self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
 
     def autocheckpoint(self, pages: int) -> None:
@@ -123,9 +124,40 @@ class Storage:
             )
             if self._cold is not None:
                 self.cold_raw = rawfile.attach(self.cold_path)
+                self._cold_identity = rawfile.identity_of(self.cold_path)
             if self._cold is not None and self.autocheckpoint_pages != DEFAULT_AUTOCHECKPOINT:
                 self._cold.conn.execute(f"PRAGMA wal_autocheckpoint = {self.autocheckpoint_pages}")
         return self._cold
+
+    def check_cold_file(self, cold: Database) -> None:
+        """Raise :class:`ColdStorageChanged` unless ``cold_path`` still names the open file.
+
+        A cold file deleted (or replaced: another file renamed over it) while this process
+        runs keeps receiving this connection's writes, in an inode no one else can open:
+        entries moved there would vanish. Checked before every write that moves entries
+        into cold storage: the same device and inode as when it was opened, and through
+        the connection, memkeeper's cold application id and table.
+        """
+        opened = self.cold_raw.identity if self.cold_raw is not None else self._cold_identity
+        now = rawfile.identity_of(self.cold_path)
+        problem = None
+        if now is None:
+            problem = "was deleted"
+        elif opened is None or now != opened:
+            problem = "was replaced by another file"
+        else:
+            app_id = cold.conn.execute("PRAGMA application_id").fetchone()[0]
+            table = cold.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cold_memories'"
+            ).fetchone()
+            if app_id != COLD.application_id or table is None:
+                problem = "is no longer a memkeeper cold-storage file"
+        if problem is not None:
+            raise ColdStorageChanged(
+                f"cold storage {self.cold_path} {problem} while this process had it open; "
+                "nothing was moved into it and the entries stay hot. Restore the file (or "
+                "let memkeeper create a new one) and restart the service or agent"
+            )
 
     def hot_images(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Current hot rows of the given ids, as images."""

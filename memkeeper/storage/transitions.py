@@ -156,6 +156,7 @@ def _write_cold(storage: Storage, rows: Sequence[Image], marks: Sequence[str], n
     cold = storage.cold(create=True)
     assert cold is not None
     with immediate_transaction(cold):
+        storage.check_cold_file(cold)  # under the cold lock: deleted or swapped files refused
         if rows:
             names = ", ".join(COLD_COLUMNS)
             values = ", ".join(f":{c}" for c in COLD_COLUMNS)
