@@ -12,6 +12,7 @@ httpx): they load only where they are used.
 """
 
 from memkeeper.errors import (
+    ColdStorageChanged,
     ConfigError,
     DatabaseError,
     DatabaseMissing,
@@ -36,6 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Change",
+    "ColdStorageChanged",
     "ConfigError",
     "Context",
     "DatabaseError",
