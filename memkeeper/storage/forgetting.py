@@ -19,7 +19,10 @@ change-log rows, tombstone and a ``pending_scrubs`` row (hot commit); scrub; the
 ``pending_scrubs`` row removed. A crash after the cold commit leaves the entry's change-log
 rows in the hot file: a retry finds the entry through them (by id, or by owner and key in
 their images) and finishes. A crash after the hot commit leaves the ``pending_scrubs`` row:
-the next erasure, or the next job run, rebuilds both files.
+the next erasure, or the next job run, rebuilds both files. A row is taken for interrupted
+only when its owner is gone: the owner holds a flock on the row's own lock file from before
+the commit until the row is deleted (:mod:`memkeeper.storage.scrub_owners`), so a forget still
+scrubbing in another process is left to finish.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.storage import keywords, transitions
+from memkeeper.storage import keywords, scrub_owners, transitions
 from memkeeper.storage.changelog import change_row, insert_changes
 from memkeeper.storage.files import Storage, delete_in
 from memkeeper.storage.scrub import needles_of, scrub
@@ -137,95 +140,120 @@ def erase(
     With a whole-user or whole-namespace selection, also the owner's messages and episodes.
     Returns counts of what was erased (all zero when nothing was there).
     """
-    hot = storage.hot
     where, params = selection.memory_where()
+    held: dict[int, int | None] = {}  # pending_scrubs rows this call owns, with their locks
     with storage.lock:
-        with immediate_transaction(hot):
-            reconcile(storage)
-            interrupted = [row["id"] for row in hot.query("SELECT id FROM pending_scrubs")]
-            hot_rows = list(hot.query(f"SELECT * FROM memories WHERE {where}", params))
-            cold = storage.cold(create=False)
-            cold_rows = (
-                list(cold.query(f"SELECT * FROM cold_memories WHERE {where}", params))
-                if cold is not None
-                else []
+        try:
+            return _erase(
+                storage, selection, where, params, held, actor=actor, now=now, reason=reason
             )
-            change_sql, change_params = selection.change_where()
-            orphans = list(
-                hot.query(
-                    f"SELECT id, memory_id, user_id, namespace, before, after FROM changes"
-                    f" WHERE {change_sql}",
-                    change_params,
-                )
+        finally:
+            scrub_owners.release(storage.hot_path, held)
+
+
+def _erase(
+    storage: Storage,
+    selection: Selection,
+    where: str,
+    params: list[Any],
+    held: dict[int, int | None],
+    *,
+    actor: str,
+    now: datetime,
+    reason: str,
+) -> dict[str, int]:
+    hot = storage.hot
+    with immediate_transaction(hot):
+        reconcile(storage)
+        pending = [row["id"] for row in hot.query("SELECT id FROM pending_scrubs")]
+        held.update(scrub_owners.claim_abandoned(storage.hot_path, pending))
+        interrupted = list(held)
+        hot_rows = list(hot.query(f"SELECT * FROM memories WHERE {where}", params))
+        cold = storage.cold(create=False)
+        cold_rows = (
+            list(cold.query(f"SELECT * FROM cold_memories WHERE {where}", params))
+            if cold is not None
+            else []
+        )
+        change_sql, change_params = selection.change_where()
+        orphans = list(
+            hot.query(
+                f"SELECT id, memory_id, user_id, namespace, before, after FROM changes"
+                f" WHERE {change_sql}",
+                change_params,
             )
-            all_ids = sorted(
-                {r["id"] for r in hot_rows}
-                | {r["id"] for r in cold_rows}
-                | {r["memory_id"] for r in orphans if r["memory_id"]}
-            )
-            owner = (hot_rows or cold_rows or orphans or [{}])[0]
-            user_id = selection.user_id or owner.get("user_id")
-            namespace = selection.namespace if not selection.memory_id else owner.get("namespace")
-            texts = [row[f] for row in hot_rows + cold_rows for f in _TEXT_FIELDS]
-            texts += _texts_of_changes(orphans)
-            if cold is not None and cold_rows:
-                with immediate_transaction(cold):
-                    delete_in(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows])
-                transitions.step_hook("forget-cold-committed")
-            conn = hot.conn
-            counts = {"memories": len(all_ids)}
-            delete_in(conn, "memories", "id", [r["id"] for r in hot_rows])
-            counts["changes"] = delete_in(conn, "changes", "memory_id", all_ids)
-            counts["changes"] += delete_in(conn, "changes", "id", [r["id"] for r in orphans])
-            delete_uses(hot, all_ids)  # ids and times only: not counted as erased content
-            delete_vectors(hot, all_ids)  # embeddings: no text, but derived from it
-            if selection.whole_user or selection.whole_namespace:
-                owner_sql, owner_params = selection.owner_where()
-                for table, columns in (
-                    ("messages", ("content",)),
-                    ("episodes", ("task_name", "input_summary", "output_summary", "user_feedback")),
-                ):
-                    rows = list(
-                        hot.query(
-                            f"SELECT {', '.join(columns)} FROM {table} WHERE {owner_sql}",
-                            owner_params,
-                        )
+        )
+        all_ids = sorted(
+            {r["id"] for r in hot_rows}
+            | {r["id"] for r in cold_rows}
+            | {r["memory_id"] for r in orphans if r["memory_id"]}
+        )
+        owner = (hot_rows or cold_rows or orphans or [{}])[0]
+        user_id = selection.user_id or owner.get("user_id")
+        namespace = selection.namespace if not selection.memory_id else owner.get("namespace")
+        texts = [row[f] for row in hot_rows + cold_rows for f in _TEXT_FIELDS]
+        texts += _texts_of_changes(orphans)
+        if cold is not None and cold_rows:
+            with immediate_transaction(cold):
+                delete_in(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows])
+            transitions.step_hook("forget-cold-committed")
+        conn = hot.conn
+        counts = {"memories": len(all_ids)}
+        delete_in(conn, "memories", "id", [r["id"] for r in hot_rows])
+        counts["changes"] = delete_in(conn, "changes", "memory_id", all_ids)
+        counts["changes"] += delete_in(conn, "changes", "id", [r["id"] for r in orphans])
+        delete_uses(hot, all_ids)  # ids and times only: not counted as erased content
+        delete_vectors(hot, all_ids)  # embeddings: no text, but derived from it
+        if selection.whole_user or selection.whole_namespace:
+            owner_sql, owner_params = selection.owner_where()
+            for table, columns in (
+                ("messages", ("content",)),
+                ("episodes", ("task_name", "input_summary", "output_summary", "user_feedback")),
+            ):
+                rows = list(
+                    hot.query(
+                        f"SELECT {', '.join(columns)} FROM {table} WHERE {owner_sql}",
+                        owner_params,
                     )
-                    texts += [row[c] for row in rows for c in columns]
-                    counts[table] = conn.execute(
-                        f"DELETE FROM {table} WHERE {owner_sql}", owner_params
-                    ).rowcount
-            erased_anything = any(counts.values())
-            if erased_anything:
-                insert_changes(
-                    hot,
-                    [
-                        change_row(
-                            at=to_db(now),
-                            actor=actor,
-                            action="forget",
-                            reason=reason,
-                            before=None,
-                            after=None,
-                            user_id=user_id,
-                            namespace=namespace,
-                            details={"memory_ids": all_ids, "erased": counts},
-                        )
-                    ],
                 )
-            if erased_anything:
-                for scope, parts in _tombstones(selection, hot_rows + cold_rows, orphans, all_ids):
-                    record_tombstone(conn, scope, parts, now)
-            marker = None
-            if erased_anything or interrupted:
-                marker = conn.execute(
-                    "INSERT INTO pending_scrubs (at) VALUES (?) RETURNING id", [to_db(now)]
-                ).fetchone()[0]
-            transitions.step_hook("forget-hot-written")
-        transitions.step_hook("forget-hot-committed")
-        if marker is not None:
-            needles = None if interrupted else needles_of(texts)
-            finish_scrub(storage, needles, [*interrupted, marker])
+                texts += [row[c] for row in rows for c in columns]
+                counts[table] = conn.execute(
+                    f"DELETE FROM {table} WHERE {owner_sql}", owner_params
+                ).rowcount
+        erased_anything = any(counts.values())
+        if erased_anything:
+            insert_changes(
+                hot,
+                [
+                    change_row(
+                        at=to_db(now),
+                        actor=actor,
+                        action="forget",
+                        reason=reason,
+                        before=None,
+                        after=None,
+                        user_id=user_id,
+                        namespace=namespace,
+                        details={"memory_ids": all_ids, "erased": counts},
+                    )
+                ],
+            )
+        if erased_anything:
+            for scope, parts in _tombstones(selection, hot_rows + cold_rows, orphans, all_ids):
+                record_tombstone(conn, scope, parts, now)
+        marker = None
+        if erased_anything or interrupted:
+            marker = conn.execute(
+                "INSERT INTO pending_scrubs (at) VALUES (?) RETURNING id", [to_db(now)]
+            ).fetchone()[0]
+            # Held before the row commits, released after it is deleted: others see a
+            # row whose owner is scrubbing, never one that looks abandoned.
+            held[marker] = scrub_owners.hold(storage.hot_path, marker)
+        transitions.step_hook("forget-hot-written")
+    transitions.step_hook("forget-hot-committed")
+    if marker is not None:
+        needles = None if interrupted else needles_of(texts)
+        finish_scrub(storage, needles, [*interrupted, marker])
     return counts
 
 
@@ -246,9 +274,19 @@ def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence
 
 
 def finish_interrupted(storage: Storage) -> bool:
-    """Rebuild both files if an erasure was interrupted after its commit. True if it was."""
+    """Rebuild both files if an erasure was interrupted after its commit. True if it was.
+
+    Interrupted means its owner is gone (:mod:`~memkeeper.storage.scrub_owners`): a row
+    whose owner is still scrubbing, in this or another process, is left to it.
+    """
+    held: dict[int, int | None] = {}
     with storage.lock:
-        pending = [row["id"] for row in storage.hot.query("SELECT id FROM pending_scrubs")]
-        if pending:
-            finish_scrub(storage, None, pending)
-    return bool(pending)
+        try:
+            with immediate_transaction(storage.hot):
+                pending = [row["id"] for row in storage.hot.query("SELECT id FROM pending_scrubs")]
+                held.update(scrub_owners.claim_abandoned(storage.hot_path, pending))
+            if held:
+                finish_scrub(storage, None, list(held))
+            return bool(held)
+        finally:
+            scrub_owners.release(storage.hot_path, held)

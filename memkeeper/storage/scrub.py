@@ -31,7 +31,7 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from memkeeper.errors import LockBusy
+from memkeeper.errors import DatabaseError, LockBusy, MemkeeperError, StorageFull
 from memkeeper.storage.rawfile import RawFile, holds_any
 
 MAX_SCANNED_NEEDLES = 32
@@ -50,6 +50,26 @@ def needles_of(texts: Iterable[str | None]) -> set[bytes]:
     return found
 
 
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _unusable(path: Path, doing: str, exc: sqlite3.Error) -> MemkeeperError:
+    """memkeeper's error for a file that failed mid-scrub for another reason than a lock."""
+    text = str(exc).lower()
+    if "full" in text:
+        return StorageFull(
+            f"the erasure is committed, but {path} could not be {doing} to remove erased "
+            "bytes: the disk is full. Free space and run the same forget again"
+        )
+    return DatabaseError(
+        f"the erasure is committed, but {path} could not be {doing} to remove erased bytes "
+        f"({exc}); the file may be corrupt: check it (PRAGMA integrity_check), restore a "
+        "backup if it fails, then run the same forget again"
+    )
+
+
 def checkpoint_fully(db: Database, path: Path, *, timeout_s: float) -> None:
     """Fold the whole WAL into the main file and truncate it, waiting for old readers.
 
@@ -60,8 +80,12 @@ def checkpoint_fully(db: Database, path: Path, *, timeout_s: float) -> None:
     while True:
         try:
             busy, _log, _done = db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise _unusable(path, "checkpointed", exc) from None
             busy = 1
+        except sqlite3.DatabaseError as exc:
+            raise _unusable(path, "checkpointed", exc) from None
         if not busy:
             return
         if time.monotonic() >= deadline:
@@ -90,14 +114,15 @@ def rebuild(db: Database, path: Path, *, timeout_s: float) -> None:
     """``VACUUM`` the file (every page rewritten from live rows), then empty its WAL."""
     try:
         db.conn.execute("VACUUM")
-    except sqlite3.OperationalError as exc:
-        text = str(exc).lower()
-        if "locked" in text or "busy" in text:
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, MemkeeperError):
+            raise  # already explained (a read-only file, say)
+        if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
             raise LockBusy(
                 f"cannot rebuild {path} to remove erased bytes: it stayed locked; "
                 "run the same forget again to finish (repeating it is safe)"
             ) from None
-        raise
+        raise _unusable(path, "rebuilt", exc) from None
     checkpoint_fully(db, path, timeout_s=timeout_s)
 
 
