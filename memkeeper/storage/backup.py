@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import time
 from datetime import datetime
@@ -43,9 +44,39 @@ from memkeeper.storage.sqlite import immediate_transaction, open_database
 from memkeeper.storage.transitions import reconcile
 
 PARTIAL = ".partial"
-_OWN_NAMES = {MANIFEST, f"{MANIFEST}{PARTIAL}"} | {
-    f"{name}{suffix}" for name, _ in FILES.values() for suffix in ("", PARTIAL, "-journal")
-}
+_SIDECARS = ("-journal", "-wal", "-shm")
+_LEFTOVER = re.compile(
+    "|".join(
+        rf"{re.escape(name)}(?:{re.escape(PARTIAL)}(?:{'|'.join(_SIDECARS)}|\.scrub-\d+\.lock)?"
+        rf"|{'|'.join(_SIDECARS)})"
+        for name, _ in FILES.values()
+    )
+    + rf"|{re.escape(MANIFEST + PARTIAL)}"
+)
+"""Every name a backup (or ``--prune-forgotten``) writes only while it runs: the copies under
+their temporary names, SQLite's journal, WAL and shared memory beside them and beside the
+final files, the scrub lock files of a prune, and the manifest's temporary name. A killed
+backup leaves some of them; none is ever part of a finished backup."""
+
+
+def is_own_name(name: str) -> bool:
+    """True for a name a backup directory may hold: a final file, the manifest, a leftover."""
+    finals = {MANIFEST} | {file for file, _ in FILES.values()}
+    return name in finals or _LEFTOVER.fullmatch(name) is not None
+
+
+def clear_leftovers(dest: Path) -> list[str]:
+    """Remove what a killed backup or prune left in ``dest``; returns the names removed.
+
+    A stale ``-journal`` must not survive: SQLite would take it for the hot journal of the
+    next file under that name and "roll back" a good copy with another file's pages.
+    """
+    removed = []
+    for entry in sorted(Path(dest).iterdir()) if Path(dest).is_dir() else []:
+        if _LEFTOVER.fullmatch(entry.name) and entry.is_file():
+            entry.unlink(missing_ok=True)
+            removed.append(entry.name)
+    return removed
 
 
 def _same_dir(a: Path, b: Path) -> bool:
@@ -69,7 +100,7 @@ def prepare_directory(dest: Path, storage: Storage) -> None:
         raise StorageUnwritable(f"{dest} exists and is not a directory")
     if dest.is_dir():
         names = {entry.name for entry in dest.iterdir()}
-        strangers = sorted(names - _OWN_NAMES)
+        strangers = sorted(name for name in names if not is_own_name(name))
         finals = {name for name, _ in FILES.values()} & names
         if strangers or (finals and MANIFEST not in names):
             shown = ", ".join(strangers[:3]) or ", ".join(sorted(finals))
@@ -80,6 +111,7 @@ def prepare_directory(dest: Path, storage: Storage) -> None:
     try:
         dest.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(dest, 0o700)
+        clear_leftovers(dest)
     except OSError as exc:
         raise StorageUnwritable(
             f"cannot create backup directory {dest}: {exc.strerror or exc}"

@@ -31,6 +31,7 @@ from typing import Any
 from memkeeper.clock import to_db
 from memkeeper.storage.backup import (
     PARTIAL,
+    clear_leftovers,
     file_entry,
     new_private_file,
     to_rollback_journal,
@@ -130,6 +131,7 @@ def prune(live: Storage, directory: Path, *, now: datetime, version: str) -> dic
     with the counts applied under ``pruned``."""
     directory = Path(directory)
     manifest = verify(directory)
+    clear_leftovers(directory)  # a killed prune's copies and journals: never reuse them
     with live.lock:
         tombstones = since(live.hot, None)
     partial = {role: directory / f"{name}{PARTIAL}" for role, (name, _) in FILES.items()}
