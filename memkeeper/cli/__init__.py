@@ -217,7 +217,8 @@ def cli(
     ctx.obj = app
     ctx.call_on_close(app.close)
     level = {0: "warning", 1: "info"}.get(verbose, "debug")
-    logs.configure(level=level)
+    # structlog stays unimported: every memkeeper logger is a stdlib one (memkeeper.logs).
+    logs.configure(level=level, structlog_too=False)
 
 
 def _register_commands() -> None:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from pydantic import BaseModel
 
+from memkeeper import logs
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.transitions import Outcome, Transition, apply
 
@@ -129,7 +129,7 @@ class JobContext:
 
     @property
     def log(self) -> Any:
-        return structlog.get_logger("memkeeper.job").bind(job=self.job, run_id=self.run_id)
+        return logs.get_logger("memkeeper.job").bind(job=self.job, run_id=self.run_id)
 
     def should_stop(self) -> bool:
         """True once a stop was requested (SIGTERM): finish the current batch, then return."""
