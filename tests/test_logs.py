@@ -340,3 +340,25 @@ def test_uvicorn_color_message_stays_out_of_json_lines() -> None:
     assert record["event"] == "Started server process [42]"
     assert "color_message" not in record
     assert "\x1b" not in stream.getvalue()
+
+
+def test_jobs_bookkeeping_stays_out_of_the_log_lines(tmp_path, capsys) -> None:
+    """The merge job keeps ``_watermark_*`` and ``_scope`` in its statistics for the next
+    run: they stay in the run's row, not in the operator's ``job finished`` line."""
+    from memkeeper import MemoryStore
+
+    db = str(tmp_path / "m.db")
+    with MemoryStore(db) as store:
+        store.remember("u", "a", "the same long value")
+    assert main(["-v", "--db", db, "run-once", "--job", "index", "--job", "merge"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    finished = [line for line in lines if line["event"] == "job finished"]
+    assert {line["job"] for line in finished} == {"index", "merge"}
+    for line in finished:
+        assert line["run_id"]
+        assert not [key for key in line.get("stats", {}) if key.startswith("_")]
+    with MemoryStore(db) as store, store.storage.lock:
+        (counts,) = store.storage.hot.execute(
+            "SELECT counts FROM job_runs WHERE job = 'merge'"
+        ).fetchone()
+    assert "_scope" in json.loads(counts)["stats"]
