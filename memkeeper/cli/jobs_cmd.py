@@ -92,6 +92,9 @@ def _print_report(report: RunReport) -> None:
                     f"{owner(change.user_id, change.namespace)} "
                     f"{memory_label(change.kind, change.key)}: {shown(change.reason)}"
                 )
+            more = result.total_changes - len(result.changes)
+            if more > 0:
+                click.echo(f"    ... and {more} more (not listed)")
 
 
 @click.command("run-once")
@@ -147,7 +150,8 @@ def run_once_command(
                 progress=progress,
             )
     if as_json:
-        print_json(report.to_dict())
+        # A dry run's JSON lists the planned changes, as its text does.
+        print_json(report.to_dict(with_changes=dry_run))
     else:
         _print_report(report)
     if not report.ok:

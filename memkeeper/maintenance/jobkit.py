@@ -37,6 +37,10 @@ class Job:
     run: Callable[[JobContext], None]
 
 
+KEEP_PLANNED = 10_000
+"""How many changes a run keeps for its summary (the rest are counted: "... and N more")."""
+
+
 @dataclass(frozen=True)
 class PlannedChange:
     """One change a run made (or, in a dry run, would make), for summaries and previews."""
@@ -107,7 +111,7 @@ class JobContext:
     skipped: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
     planned: list[PlannedChange] = field(default_factory=list)
-    keep_planned: int = 10_000
+    keep_planned: int = field(default_factory=lambda: KEEP_PLANNED)
     llm_client: Any = None
     """A chat client the LLM jobs use instead of building one from ``[llm]`` and the key
     (``memkeeper demo``'s local stand-in); None: the configured endpoint."""

@@ -84,7 +84,9 @@ class JobResult:
             "error": self.error,
         }
         if with_changes:
+            # The changes kept (a job keeps the first 10,000), and how many more it made.
             data["changes"] = [change.to_dict() for change in self.changes]
+            data["changes_not_listed"] = max(self.total_changes - len(self.changes), 0)
         return data
 
 
