@@ -1,0 +1,50 @@
+"""The CLI edges a new user trips on (issue 20): the context command, prompts without a
+terminal, import after a forget, usage errors that are exit 2, wording and progress."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memkeeper import MemoryStore
+from memkeeper.cli import main
+from memkeeper.errors import EXIT_USAGE
+
+
+@pytest.fixture
+def cli(db_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Run the CLI on the test database; returns (exit code, stdout, stderr)."""
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        code = main(["--db", str(db_path), *args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
+
+
+def test_the_context_command_prints_the_prefill_with_the_profile(cli, db_path: Path) -> None:
+    with MemoryStore(db_path) as store:
+        store.remember("bob", "city", "Paris")
+        pdf = store.remember("bob", "report_format", "PDF", kind="preference", namespace="acme")
+        store.remember("bob", "stack", "Rust", namespace="globex")
+        expected = store.context("bob", namespace="acme").text
+
+    code, out, _ = cli("context", "bob", "--namespace", "acme")
+    assert code == 0
+    assert out == expected + "\n"
+    assert "- city: Paris" in out and "- report_format: PDF" in out and "Rust" not in out
+
+    code, out, _ = cli("context", "bob", "-n", "acme", "--query", "PDF", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert {m["key"] for m in data["memories"]} == {"city", "report_format"}
+    assert data["text"] == expected
+    with MemoryStore(db_path) as store:  # the slots are not marked used
+        assert store.get(pdf.id).access_count == 0
+
+    code, out, err = cli("context", "nobody")
+    assert (code, out) == (0, "") and "nothing to prefill" in err
+    assert cli("context", "bob", "--limit", "0")[0] == EXIT_USAGE
