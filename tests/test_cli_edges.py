@@ -4,6 +4,8 @@ terminal, import after a forget, usage errors that are exit 2, wording and progr
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +50,36 @@ def test_the_context_command_prints_the_prefill_with_the_profile(cli, db_path: P
     code, out, err = cli("context", "nobody")
     assert (code, out) == (0, "") and "nothing to prefill" in err
     assert cli("context", "bob", "--limit", "0")[0] == EXIT_USAGE
+
+
+MEMKEEPER = Path(sys.executable).with_name("memkeeper")
+
+
+@pytest.mark.parametrize("argv", [("forget-user", "alice"), ("forget-namespace", "alice", "acme")])
+def test_an_erase_without_a_terminal_says_yes_confirms(db_path: Path, argv: tuple) -> None:
+    """Before: the prompt read EOF and exited 130 'aborted' with no hint (issue 20 item 5)."""
+    with MemoryStore(db_path) as store:
+        store.remember("alice", "city", "Paris", namespace="acme")
+    done = subprocess.run(
+        [str(MEMKEEPER), "--db", str(db_path), *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert "add --yes to confirm non-interactively" in done.stderr
+    assert done.stdout == ""
+    with MemoryStore(db_path) as store:
+        assert store.list_memories("alice", namespace="acme")
+    yes = subprocess.run(
+        [str(MEMKEEPER), "--db", str(db_path), *argv, "--yes"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert yes.returncode == 0, yes.stderr
+    assert yes.stdout.startswith("erased 1 memory, ")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
 from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, yes_option
-from memkeeper.cli.render import LINE_LIMIT, memory_block, shown
+from memkeeper.cli.render import LINE_LIMIT, counted, memory_block, shown
 from memkeeper.errors import NotFound
 from memkeeper.records import KEYED_KINDS
 from memkeeper.store import DEFAULT_CONFIDENCE
@@ -189,6 +190,12 @@ def _erase_confirmed(
     app.check_now(yes=yes)
     store = app.store(create=False)
     if not yes:
+        if not sys.stdin.isatty():
+            # No one to answer the prompt (a script, a pipe, cron): say how to confirm.
+            raise click.UsageError(
+                f"{question} -- this asks for confirmation on a terminal, and standard input "
+                "is not one; add --yes to confirm non-interactively"
+            )
         click.confirm(question, abort=True, err=True)
     counts = erase(store)
     if not any(counts.get(what) for what in ("memories", "messages", "episodes")):
@@ -196,7 +203,7 @@ def _erase_confirmed(
     if as_json:
         print_json({"erased": counts})
     else:
-        click.echo("erased " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+        click.echo("erased " + ", ".join(counted(n, what) for what, n in counts.items()))
 
 
 @click.command("forget-user")

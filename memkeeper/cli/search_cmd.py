@@ -78,7 +78,7 @@ def search(
 @click.option(
     "--limit",
     type=click.IntRange(min=1),
-    help="At most this many slots (default: [context] limit).",
+    help="The best K entries by score in the slots (default: [context] limit).",
 )
 @yes_option
 @json_option
