@@ -45,6 +45,7 @@ class TerminalInput(io.StringIO):
     def isatty(self) -> bool:
         return True
 
+
 DAY = timedelta(days=1)
 EXIT_INTERRUPTED = 130
 
