@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,36 @@ def test_an_erase_without_a_terminal_says_yes_confirms(db_path: Path, argv: tupl
     )
     assert yes.returncode == 0, yes.stderr
     assert yes.stdout.startswith("erased 1 memory, ")
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "agent_memory.json"
+
+
+def test_an_import_that_brings_nothing_because_of_a_forget_exits_65(cli, db_path: Path) -> None:
+    """Before: exit 0 with '0 created ... 6 erased earlier' for a file never imported
+    (issue 20 item 6). Erased stays erased by default; --as-new restates the entries."""
+    with MemoryStore(db_path) as store:
+        store.remember("alice", "mood", "fine")
+        store.forget_user("alice")
+
+    code, out, err = cli("import", str(EXAMPLE), "--user", "alice")
+    assert code == 65
+    assert "0 created" in out and "6 erased earlier (left forgotten)" in out
+    assert "nothing imported" in err and "--as-new imports them" in err
+    with MemoryStore(db_path) as store:
+        assert store.list_memories("alice") == []
+
+    code, out, _ = cli("import", str(EXAMPLE), "--user", "alice", "--as-new", "--json")
+    report = json.loads(out)
+    assert code == 0 and (report["created"], report["restated"]) == (6, 6)
+    with MemoryStore(db_path) as store:
+        memories = store.list_memories("alice")
+        assert len(memories) == 6
+        assert all(m.created_at >= store.now() - timedelta(minutes=5) for m in memories)
+    # Importing again: all present, nothing forgotten, exit 0.
+    code, out, _ = cli("import", str(EXAMPLE), "--user", "alice")
+    assert code == 0 and "6 already present" in out and "erased" not in out
+    # JSON Lines carry their own ids and times: --as-new is refused there.
+    export = db_path.parent / "alice.jsonl"
+    assert cli("export", "--user", "alice", "-o", str(export))[0] == 0
+    assert cli("import", str(export), "--as-new")[0] == EXIT_USAGE
