@@ -117,3 +117,53 @@ def test_an_import_that_brings_nothing_because_of_a_forget_exits_65(cli, db_path
     export = db_path.parent / "alice.jsonl"
     assert cli("export", "--user", "alice", "-o", str(export))[0] == 0
     assert cli("import", str(export), "--as-new")[0] == EXIT_USAGE
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("remember", "", "city", "Paris"),
+        ("remember", " ", "city", "Paris"),
+        ("remember", "bob", "", "Paris"),
+        ("recall", "", "city"),
+        ("search", "bob", ""),
+        ("search", "bob", "   "),
+        ("context", ""),
+        ("forget-namespace", "bob", "", "--yes"),
+        ("explain", ""),
+        ("mcp", "--http", "notaport"),
+        ("mcp", "--http", "127.0.0.1:70000"),
+    ],
+)
+def test_an_empty_identifier_or_a_bad_address_is_a_usage_error(cli, argv: tuple) -> None:
+    """Before: 65 for an empty user, 0 with no hits for an empty query, 65 for a bad
+    --http address (issue 20 item 7). A usage error is 2, and writes nothing."""
+    code, out, err = cli(*argv)
+    assert code == EXIT_USAGE, err
+    assert out == ""
+    assert "Error: Invalid value for" in err
+
+
+def test_an_empty_value_is_still_bad_data(cli) -> None:
+    code, _out, err = cli("remember", "bob", "city", "")
+    assert code == 65 and "value must not be empty" in err
+
+
+def test_config_check_takes_the_file_and_json(cli, tmp_path: Path) -> None:
+    good = tmp_path / "good.toml"
+    good.write_text("[context]\nlimit = 5\n")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[jobs.expire]\nschedule = "bad"\n')
+
+    code, out, _ = cli("config", "check", str(good))
+    assert (code, out) == (0, f"{good}: valid\n")
+    code, out, _ = cli("config", "check", str(good), "--json")
+    assert code == 0 and json.loads(out) == {"path": str(good), "valid": True}
+    code, out, err = cli("config", "check", str(bad))
+    assert code == 78 and out == "" and f"{bad}: jobs.expire.schedule" in err
+    code, out, _ = cli("config", "check", str(bad), "--json")
+    report = json.loads(out)
+    assert code == 78 and report["valid"] is False and "jobs.expire.schedule" in report["error"]
+    code, out, _ = cli("config", "check", "--json")
+    assert code == 0 and json.loads(out) == {"path": None, "valid": True}
+    assert cli("config", "check", str(tmp_path / "missing.toml"))[0] == 78

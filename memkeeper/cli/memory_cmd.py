@@ -7,7 +7,15 @@ from typing import Any
 
 import click
 
-from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, yes_option
+from memkeeper.cli import (
+    App,
+    json_option,
+    namespace_option,
+    pass_app,
+    print_json,
+    required_text,
+    yes_option,
+)
 from memkeeper.cli.render import LINE_LIMIT, counted, memory_block, shown
 from memkeeper.errors import NotFound
 from memkeeper.records import KEYED_KINDS
@@ -15,8 +23,8 @@ from memkeeper.store import DEFAULT_CONFIDENCE
 
 
 @click.command()
-@click.argument("user")
-@click.argument("key")
+@click.argument("user", callback=required_text)
+@click.argument("key", callback=required_text)
 @click.argument("value")
 @namespace_option
 @click.option(
@@ -76,8 +84,8 @@ def remember(
 
 
 @click.command()
-@click.argument("user")
-@click.argument("key")
+@click.argument("user", callback=required_text)
+@click.argument("key", callback=required_text)
 @namespace_option
 @click.option("--kind", type=click.Choice(KEYED_KINDS), help="Only this kind (default: any).")
 @yes_option
@@ -105,7 +113,7 @@ def recall(
 
 
 @click.command()
-@click.argument("user")
+@click.argument("user", callback=required_text)
 @click.argument("text")
 @namespace_option
 @click.option("--source", default="cli", show_default=True, help="Where the note came from.")
@@ -133,8 +141,8 @@ def note(
 
 
 @click.command()
-@click.argument("user")
-@click.argument("key")
+@click.argument("user", callback=required_text)
+@click.argument("key", callback=required_text)
 @namespace_option
 @yes_option
 @json_option
@@ -159,7 +167,7 @@ def forget(app: App, user: str, key: str, namespace: str, yes: bool, as_json: bo
 
 
 @click.command("forget-id")
-@click.argument("memory_id")
+@click.argument("memory_id", callback=required_text)
 @yes_option
 @json_option
 @pass_app
@@ -207,7 +215,7 @@ def _erase_confirmed(
 
 
 @click.command("forget-user")
-@click.argument("user")
+@click.argument("user", callback=required_text)
 @_YES_TO_ERASE
 @json_option
 @pass_app
@@ -227,8 +235,8 @@ def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
 
 
 @click.command("forget-namespace")
-@click.argument("user")
-@click.argument("namespace")
+@click.argument("user", callback=required_text)
+@click.argument("namespace", callback=required_text)
 @_YES_TO_ERASE
 @json_option
 @pass_app
@@ -249,7 +257,7 @@ def forget_namespace(app: App, user: str, namespace: str, yes: bool, as_json: bo
 
 
 @click.command()
-@click.argument("memory_id")
+@click.argument("memory_id", callback=required_text)
 @json_option
 @pass_app
 def get(app: App, memory_id: str, as_json: bool) -> None:

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import click
 
-from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, yes_option
+from memkeeper.cli import (
+    App,
+    json_option,
+    namespace_option,
+    pass_app,
+    print_json,
+    required_text,
+    yes_option,
+)
 from memkeeper.cli.render import memory_label, shown
 from memkeeper.records import KINDS
 
 
 @click.command()
-@click.argument("user")
-@click.argument("query")
+@click.argument("user", callback=required_text)
+@click.argument("query", callback=required_text)
 @namespace_option
 @click.option(
     "--limit",
@@ -69,7 +77,7 @@ def search(
 
 
 @click.command("context")
-@click.argument("user")
+@click.argument("user", callback=required_text)
 @namespace_option
 @click.option(
     "--query",
