@@ -1,4 +1,14 @@
-"""Logging: structlog everywhere, one renderer for memkeeper's own and stdlib records.
+"""Logging: memkeeper's loggers are stdlib ``logging`` loggers; the CLI and service render them.
+
+As a library memkeeper is quiet: every module logs through :func:`get_logger`, a small
+structlog-style wrapper (``log.info("job started", job="merge")``, ``log.bind(run_id=...)``)
+around ``logging.getLogger("memkeeper.<part>")``. The ``memkeeper`` logger has a
+``NullHandler``, so nothing is printed unless the host program configures ``logging``, and
+memkeeper never touches the host's global ``logging`` or structlog configuration. The
+wrapper is not structlog itself so that importing memkeeper (and running ``memkeeper
+recall``) does not import structlog, which costs ~90 ms through asyncio.
+
+The CLI and the service are hosts: :func:`configure` installs one handler on the root logger.
 
 On a terminal, lines are readable (``2026-11-30T06:58:06Z [info] job finished job=expire``);
 otherwise — a pipe, a file, journald — each line is one JSON object. Records from the stdlib
@@ -24,8 +34,6 @@ import sqlite3
 import sys
 import threading
 from typing import Any, TextIO
-
-import structlog
 
 from memkeeper.errors import MemkeeperError
 
@@ -75,7 +83,9 @@ def log_failure(logger: Any, event: str, exc: BaseException, **fields: Any) -> N
     """Log a failure: one line naming the cause when it is expected (the traceback only at
     debug level), the full traceback when it is a bug."""
     if expected_failure(exc):
-        logger.error(event, exc_info=exc if debug_enabled() else False, **fields)
+        debug = getattr(logger, "is_enabled_for", None)
+        verbose = debug(logging.DEBUG) if debug else debug_enabled()
+        logger.error(event, exc_info=exc if verbose else False, **fields)
     else:
         logger.error(event, exc_info=exc, **fields)
 
@@ -88,6 +98,123 @@ def _redact_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(_redact_value(v) for v in value)
     return value
+
+
+ROOT_LOGGER = "memkeeper"
+FIELDS_ATTR = "memkeeper_fields"
+"""The attribute of a stdlib ``LogRecord`` that carries a memkeeper line's key=value fields."""
+
+logging.getLogger(ROOT_LOGGER).addHandler(logging.NullHandler())
+
+
+class Event:
+    """A record's message: the event, and its fields for a plain stdlib formatter.
+
+    ``str()`` gives ``job started job='merge' run_id='...'``, so a host that only called
+    ``logging.basicConfig()`` still reads every field; memkeeper's own formatter takes the
+    event and the fields apart instead.
+    """
+
+    __slots__ = ("event", "fields")
+
+    def __init__(self, event: str, fields: dict[str, Any]) -> None:
+        self.event = event
+        self.fields = fields
+
+    def __str__(self) -> str:
+        if not self.fields:
+            return self.event
+        pairs = " ".join(f"{key}={value!r}" for key, value in self.fields.items())
+        return f"{self.event} {pairs}"
+
+
+class Logger:
+    """structlog-style calls on a stdlib logger: ``log.info("event", key=value)``, ``bind``.
+
+    Nothing is built unless the level is enabled, and secrets are redacted from the event
+    and the fields before the record exists, so no host handler ever sees them.
+    """
+
+    __slots__ = ("_context", "_logger")
+
+    def __init__(self, logger: logging.Logger, context: dict[str, Any] | None = None) -> None:
+        self._logger = logger
+        self._context = context or {}
+
+    @property
+    def name(self) -> str:
+        return self._logger.name
+
+    def bind(self, **fields: Any) -> Logger:
+        """A logger that adds ``fields`` to every line (a job's name and run id, say)."""
+        return Logger(self._logger, {**self._context, **fields})
+
+    def is_enabled_for(self, level: int) -> bool:
+        return self._logger.isEnabledFor(level)
+
+    def _log(self, level: int, event: str, args: tuple[Any, ...], fields: dict[str, Any]) -> None:
+        if not self._logger.isEnabledFor(level):
+            return
+        exc_info = fields.pop("exc_info", None)
+        stack_info = bool(fields.pop("stack_info", False))
+        merged = {**self._context, **fields}
+        text = str(event) % args if args else str(event)
+        if _secrets:
+            text = redact(text)
+            merged = {key: _redact_value(value) for key, value in merged.items()}
+        self._logger.log(
+            level,
+            Event(text, merged),
+            exc_info=exc_info,
+            stack_info=stack_info,
+            stacklevel=3,
+            extra={FIELDS_ATTR: merged},
+        )
+
+    def debug(self, event: str, *args: Any, **fields: Any) -> None:
+        self._log(logging.DEBUG, event, args, fields)
+
+    def info(self, event: str, *args: Any, **fields: Any) -> None:
+        self._log(logging.INFO, event, args, fields)
+
+    def warning(self, event: str, *args: Any, **fields: Any) -> None:
+        self._log(logging.WARNING, event, args, fields)
+
+    def error(self, event: str, *args: Any, **fields: Any) -> None:
+        self._log(logging.ERROR, event, args, fields)
+
+    def critical(self, event: str, *args: Any, **fields: Any) -> None:
+        self._log(logging.CRITICAL, event, args, fields)
+
+    def exception(self, event: str, *args: Any, **fields: Any) -> None:
+        fields.setdefault("exc_info", True)
+        self._log(logging.ERROR, event, args, fields)
+
+
+def get_logger(name: str) -> Logger:
+    """The logger of one part of memkeeper (``memkeeper.search``, ``memkeeper.job``...)."""
+    if name != ROOT_LOGGER and not name.startswith(ROOT_LOGGER + "."):
+        name = f"{ROOT_LOGGER}.{name}"
+    return Logger(logging.getLogger(name))
+
+
+_NOT_FOR_OPERATORS = frozenset({"color_message", FIELDS_ATTR})
+"""Record attributes that are not part of a line: uvicorn's ANSI copy of its message, and
+the fields carrier (its contents are merged into the line)."""
+
+
+def _memkeeper_fields(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Turn a record from :class:`Logger` into its event and fields; drop what no operator
+    should read (uvicorn's ``color_message`` with its ANSI escapes)."""
+    record = event.get("_record")
+    message = getattr(record, "msg", None)
+    if isinstance(message, Event):
+        event["event"] = message.event
+        for key, value in message.fields.items():
+            event.setdefault(key, value)
+    for key in _NOT_FOR_OPERATORS:
+        event.pop(key, None)
+    return event
 
 
 def _drop_formatter_leftovers(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -116,32 +243,68 @@ def use_json(stream: TextIO, requested: str) -> bool:
     return not (isatty and isatty())
 
 
-class _MemkeeperHandler(logging.StreamHandler):
-    """The handler :func:`configure` installs, so configuring again replaces it."""
+def _shared_processors() -> list[Any]:
+    import structlog
 
-
-def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
-    """Set up structlog and stdlib logging for this process (safe to call again)."""
-    stream = stream or sys.stderr
-    as_json = use_json(stream, fmt)
-    shared: list[Any] = [
+    return [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.stdlib.ExtraAdder(),
     ]
+
+
+def _formatter(as_json: bool) -> logging.Formatter:
+    """structlog's ProcessorFormatter with memkeeper's processors (imports structlog)."""
+    import structlog
+
     renderer: Any
     if as_json:
         renderer = structlog.processors.JSONRenderer(ensure_ascii=False)
         final = [structlog.processors.format_exc_info, _redact_processor, renderer]
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        # Plain tracebacks: rich's would print every frame's local variables (an API key
+        # held by the LLM session, say) where redaction of the fields cannot reach.
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
         final = [_redact_processor, renderer]
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*_shared_processors(), _drop_formatter_leftovers, _memkeeper_fields],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            _memkeeper_fields,
+            *final,
+        ],
+    )
+
+
+class _MemkeeperHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler :func:`configure` installs, so configuring again replaces it.
+
+    Its formatter (structlog's) is built at the first record, so a command that logs nothing
+    never imports structlog; and the rendered line is redacted last, tracebacks included.
+    """
+
+    def __init__(self, stream: TextIO, as_json: bool) -> None:
+        super().__init__(stream)
+        self.as_json = as_json
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self.formatter is None:
+            self.setFormatter(_formatter(self.as_json))
+        return redact(super().format(record))
+
+
+def _configure_structlog() -> None:
+    """Route structlog's own loggers (used by code outside memkeeper's loggers) through the
+    root handler; only hosts (the CLI, the service) call this, never the library."""
+    import structlog
 
     structlog.configure(
         processors=[
-            *shared,
+            *_shared_processors(),
             structlog.stdlib.PositionalArgumentsFormatter(),
             structlog.processors.StackInfoRenderer(),
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
@@ -150,12 +313,24 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
-    formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*shared, _drop_formatter_leftovers],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
-    )
-    handler = _MemkeeperHandler(stream)
-    handler.setFormatter(formatter)
+
+
+def configure(
+    level: str = "info",
+    fmt: str = "auto",
+    stream: TextIO | None = None,
+    *,
+    structlog_too: bool = True,
+) -> None:
+    """Set up logging for this process, a host: the CLI or the service (safe to call again).
+
+    ``structlog_too`` also routes structlog's global loggers through the same handler; the
+    memory commands leave it off so they never import structlog.
+    """
+    stream = stream or sys.stderr
+    if structlog_too:
+        _configure_structlog()
+    handler = _MemkeeperHandler(stream, use_json(stream, fmt))
     root = logging.getLogger()
     for existing in list(root.handlers):
         if isinstance(existing, _MemkeeperHandler):

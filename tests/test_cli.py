@@ -37,6 +37,15 @@ from memkeeper.errors import (
 from memkeeper.maintenance.runner import run_once
 
 MEMKEEPER = Path(sys.executable).with_name("memkeeper")
+
+
+class TerminalInput(io.StringIO):
+    """Standard input that says it is a terminal, with the operator's answers in it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 DAY = timedelta(days=1)
 EXIT_INTERRUPTED = 130
 
@@ -335,18 +344,19 @@ def test_forget_commands(run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     assert code == EXIT_NOT_FOUND
     assert one_error_line(err) == f"no memory with id '{note['id']}'"
 
-    # forget-user asks first; "n" (or no answer) aborts with 130 and erases nothing.
+    # forget-user asks first on a terminal; "n" (or no answer) aborts with 130 and erases
+    # nothing.
     before = dump_databases(run.db_path)
-    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    monkeypatch.setattr("sys.stdin", TerminalInput("n\n"))
     code, _out, err = run("forget-user", "alice")
     assert code == EXIT_INTERRUPTED
     assert "aborted" in err
     assert dump_databases(run.db_path) == before
-    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    monkeypatch.setattr("sys.stdin", TerminalInput("y\n"))
     out = run.ok("forget-user", "alice")
     # 3 changes: tone's creation, and the tombstones of the two forgets that erased something
     # (forgetting what is not there writes no tombstone).
-    assert out == "erased 1 memories, 3 changes, 0 messages, 0 episodes\n"
+    assert out == "erased 1 memory, 3 changes, 0 messages, 0 episodes\n"
     assert [row["user_id"] for row in raw_rows(run.db_path, "memories")] == ["bob"]
     assert run.json("forget-user", "--yes", "bob")["erased"]["memories"] == 1
     assert raw_rows(run.db_path, "memories") == []
@@ -580,7 +590,8 @@ def test_the_real_executable_exit_codes_and_no_tracebacks(tmp_path: Path) -> Non
         ),
         (("--db", str(tmp_path / "typo.db"), "status"), EXIT_NO_INPUT, "typo.db does not exist"),
         (("remember", "alice", "k", ""), 65, "value must not be empty"),
-        (("forget-user", "alice"), EXIT_INTERRUPTED, "aborted"),
+        # No terminal to answer the prompt: a usage error that says how to confirm.
+        (("forget-user", "alice"), EXIT_USAGE, "add --yes to confirm non-interactively"),
     ]
     for argv, code, message in cases:
         result = real(*argv)

@@ -93,13 +93,37 @@ def test_a_real_run_in_the_future_needs_yes(cli) -> None:
 
 
 def test_json_summary_is_one_object_with_counts(cli) -> None:
-    _memory_id(cli, "u", "k", "v", now="2026-01-01T00:00:00Z")
+    memory_id = _memory_id(cli, "u", "k", "v", now="2026-01-01T00:00:00Z")
     code, out, _ = cli("run-once", "--dry-run", "--json", now="2026-12-01T00:00:00Z")
     data = json.loads(out)
     assert code == 0 and data["ok"] is True
     expire = next(job for job in data["jobs"] if job["job"] == "expire")
     assert expire["counts"] == {"expire": 1} and expire["dry_run"] is True
-    assert "changes" not in expire
+    # A dry run lists its planned changes, like its text (issue 20 item 3).
+    [change] = expire["changes"]
+    assert change["memory_id"] == memory_id and change["action"] == "expire"
+    assert (change["user_id"], change["namespace"], change["key"]) == ("u", "", "k")
+    assert "unused" in change["reason"]
+    assert expire["changes_not_listed"] == 0
+    code, out, _ = cli("run-once", "--json", now="2026-12-01T00:00:00Z")
+    assert "changes" not in json.loads(out)["jobs"][0]  # a real run's JSON: counts only
+
+
+def test_a_dry_run_says_how_many_changes_it_did_not_list(cli, monkeypatch) -> None:
+    from memkeeper.maintenance import jobkit
+
+    for key in ("a", "b", "c"):
+        _memory_id(cli, "u", key, "v", now="2026-01-01T00:00:00Z")
+    monkeypatch.setattr(jobkit, "KEEP_PLANNED", 2)
+    code, out, _ = cli("run-once", "--dry-run", "--job", "expire", now="2026-12-01T00:00:00Z")
+    assert code == 0
+    assert out.count("    would expire") == 2
+    assert "    ... and 1 more (not listed)" in out
+    code, out, _ = cli(
+        "run-once", "--dry-run", "--json", "--job", "expire", now="2026-12-01T00:00:00Z"
+    )
+    [expire] = json.loads(out)["jobs"]
+    assert len(expire["changes"]) == 2 and expire["changes_not_listed"] == 1
 
 
 def test_a_failing_job_is_recorded_and_exits_4_while_others_run(cli, monkeypatch) -> None:

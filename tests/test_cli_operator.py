@@ -686,8 +686,9 @@ def test_every_limit_option_says_it_is_the_newest() -> None:
             if isinstance(param, click.Option) and "--limit" in param.opts:
                 found[path] = param.help or ""
     assert set(found) >= {"list", "log", "history"}
-    # search's --limit is the best K hits by score, and its help says so.
-    assert "best" in found.pop("search", "best")
+    # search's and context's --limit is the best K by score, and their help says so.
+    for ranked in ("search", "context"):
+        assert "best" in found.pop(ranked, "best")
     assert {path: "newest" in text for path, text in found.items()} == dict.fromkeys(found, True)
 
 

@@ -76,7 +76,9 @@ def test_only_active_confident_entries_of_the_user_and_namespace(
     context = store.context("alice")
     assert {m.id for m in context.memories} == keep
     assert all(m.state == "active" for m in context.memories)
-    assert [m.value for m in store.context("alice", namespace="acme").memories] == ["acme only"]
+    acme = store.context("alice", namespace="acme").memories
+    assert {m.id for m in acme} == keep | {m.id for m in acme if m.value == "acme only"}
+    assert len(acme) == 4  # the project's entry and the profile's three
     assert [m.value for m in store.context("bob").memories] == ["Lisbon"]
 
 
@@ -177,3 +179,33 @@ def test_the_limit_and_threshold_come_from_the_config(db_path, frozen) -> None:
             store.remember("alice", f"k{index}", "v", confidence=confidence)
         assert [m.confidence for m in store.context("alice").memories] == [0.95, 0.92]
         assert len(store.context("alice", limit=5).memories) == 3
+
+
+def test_a_projects_context_includes_the_profile_ranked_with_its_own(
+    store: MemoryStore, frozen
+) -> None:
+    """The profile (the default namespace) applies to every project (issue 20 item 2)."""
+    store.remember("bob", "city", "Paris")
+    store.remember("bob", "name", "Bob", confidence=0.75)
+    store.remember("bob", "report_format", "Word", kind="preference")
+    store.remember("bob", "report_format", "PDF", kind="preference", namespace="acme")
+    store.remember("bob", "stack", "Rust", namespace="globex")
+
+    context = store.context("bob", namespace="acme")
+    text = context.text
+    assert "- city: Paris" in text and "- report_format: PDF" in text and "- name: Bob" in text
+    # The project's own entry shadows the profile's of the same key; no other project leaks.
+    assert "Word" not in text and "Rust" not in text
+    assert [(m.namespace, m.key) for m in context.memories][-1] == ("", "name")  # lowest score
+    assert {(m.namespace, m.key) for m in context.memories} == {
+        ("", "city"),
+        ("", "name"),
+        ("acme", "report_format"),
+    }
+    # Ranked together, one limit: the project does not get its own extra slots.
+    assert [m.key for m in store.context("bob", namespace="acme", limit=1).memories] in (
+        ["city"],
+        ["report_format"],
+    )
+    # The profile's own context is unchanged.
+    assert {m.value for m in store.context("bob").memories} == {"Paris", "Bob", "Word"}

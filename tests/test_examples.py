@@ -227,10 +227,12 @@ def test_workbuddy_projects_episodes_preferences_search_and_forgetting_a_project
     assert re.search(r"found for '报告用PDF格式吗':\n  [\d.]+  report_format = PDF", out)
     assert re.search(r"found for '公司logo':\n  [\d.]+  cover = 封面加公司logo", out)
 
-    # The prompt: this project's context only; the inferred preference once confirmed.
+    # The prompt: this project's context and the profile (name, role, in every project),
+    # never another project's; the inferred preference once confirmed.
     before, after = chats(fake)
     for request in (before, after):
         assert "Current project: acme" in request.system
+        assert "- name: 梅雅达" in request.system and "- role: 产品经理" in request.system
         assert (
             "- report_format: PDF" in request.system and "- cover: 封面加公司logo" in request.system
         )

@@ -67,6 +67,7 @@ def test_agent_memory_json_imports_facts_and_notes(
         "conflicts": [],
         "filtered_out": 0,
         "forgotten": 0,
+        "restated": 0,
     }
     facts = {m.key: m for m in store.list("alice", kind="fact")}
     assert {key: m.value for key, m in facts.items()} == {

@@ -241,3 +241,124 @@ def test_the_cli_logs_to_stderr_not_stdout(capsys: pytest.CaptureFixture[str], t
     assert json.loads(captured.out)["value"] == "Beijing"
     [record] = [json.loads(line) for line in captured.err.splitlines()]  # not a TTY: JSON
     assert record["event"] == "after the command"
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_memkeeper_loggers_render_through_the_cli_handler(fmt: str) -> None:
+    """memkeeper's stdlib loggers keep the CLI's rendering: fields, logger name, bound run."""
+    stream = Pipe()
+    logs.configure(level="info", fmt=fmt, stream=stream, structlog_too=False)
+    log = logs.get_logger("memkeeper.job").bind(job="merge", run_id="20270301T030000Z-merge-1")
+    log.info("job finished", changes=3)
+    log.debug("hidden")
+
+    text = stream.getvalue()
+    if fmt == "json":
+        [record] = json_lines(stream)
+        assert record["event"] == "job finished"
+        assert record["logger"] == "memkeeper.job"
+        assert record["level"] == "info"
+        assert (record["job"], record["run_id"], record["changes"]) == (
+            "merge",
+            "20270301T030000Z-merge-1",
+            3,
+        )
+        assert logs.FIELDS_ATTR not in record
+    else:
+        [line] = text.splitlines()
+        assert "[info     ] job finished" in line
+        assert "job=merge" in line and "run_id=20270301T030000Z-merge-1" in line
+        assert "changes=3" in line
+
+
+class Holder:
+    """A frame holding the key in its locals, like the LLM session's constructor."""
+
+    def call(self, api_key: str) -> None:
+        config = {"api_key": api_key}
+        raise RuntimeError(f"endpoint refused ({len(config)} settings)")
+
+
+@pytest.mark.parametrize("structlog_native", [True, False])
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_secret_in_a_frames_locals_never_reaches_a_traceback(
+    fmt: str, structlog_native: bool, secrets_cleanup: list[str]
+) -> None:
+    """With rich installed, structlog's console tracebacks print frame locals: redaction
+    applies to the line as rendered, and tracebacks are printed without locals."""
+    pytest.importorskip("rich")
+    secret = "sk-local-frame-0815-xyz"
+    logs.register_secret(secret)
+    secrets_cleanup.append(secret)
+    stream = FakeTerminal() if fmt == "console" else Pipe()
+    logs.configure(level="info", fmt=fmt, stream=stream)
+    log = structlog.get_logger("memkeeper.llm") if structlog_native else logs.get_logger("llm")
+    try:
+        Holder().call(secret)
+    except RuntimeError:
+        log.exception("summarize failed", job="summarize")
+
+    text = stream.getvalue()
+    assert "RuntimeError: endpoint refused" in text
+    assert secret not in text
+    assert "config = " not in text  # no locals table at all
+
+
+def test_a_secret_from_the_llm_session_frame_stays_out_of_the_console(
+    secrets_cleanup: list[str],
+) -> None:
+    """The key is a local of memkeeper/llm/session.py's SdkSession.__init__ when the SDK
+    client fails to set up; a bug logged from there still shows no key."""
+    pytest.importorskip("rich")
+    from memkeeper.config import Config
+    from memkeeper.llm.session import SdkSession
+
+    secret = "sk-session-frame-4242-abc"
+    secrets_cleanup.append(secret)
+    stream = FakeTerminal()
+    logs.configure(level="info", fmt="console", stream=stream)
+    config = Config().llm
+    try:
+        # A bad pool size fails inside __init__ (after register_secret), with api_key local.
+        SdkSession(config, api_key=secret, label="LLM", max_connections="x")  # type: ignore[arg-type]
+    except Exception:
+        logs.get_logger("llm").exception("client set-up failed")
+    text = stream.getvalue()
+    assert "Traceback" in text
+    assert secret not in text
+
+
+def test_uvicorn_color_message_stays_out_of_json_lines() -> None:
+    stream = Pipe()
+    logs.configure(level="info", fmt="json", stream=stream)
+    logging.getLogger("uvicorn.error").info(
+        "Started server process [%d]",
+        42,
+        extra={"color_message": "Started server process [\x1b[36m%d\x1b[0m]"},
+    )
+    [record] = json_lines(stream)
+    assert record["event"] == "Started server process [42]"
+    assert "color_message" not in record
+    assert "\x1b" not in stream.getvalue()
+
+
+def test_jobs_bookkeeping_stays_out_of_the_log_lines(tmp_path, capsys) -> None:
+    """The merge job keeps ``_watermark_*`` and ``_scope`` in its statistics for the next
+    run: they stay in the run's row, not in the operator's ``job finished`` line."""
+    from memkeeper import MemoryStore
+
+    db = str(tmp_path / "m.db")
+    with MemoryStore(db) as store:
+        store.remember("u", "a", "the same long value")
+    assert main(["-v", "--db", db, "run-once", "--job", "index", "--job", "merge"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    finished = [line for line in lines if line["event"] == "job finished"]
+    assert {line["job"] for line in finished} == {"index", "merge"}
+    for line in finished:
+        assert line["run_id"]
+        assert not [key for key in line.get("stats", {}) if key.startswith("_")]
+    with MemoryStore(db) as store, store.storage.lock:
+        (counts,) = store.storage.hot.execute(
+            "SELECT counts FROM job_runs WHERE job = 'merge'"
+        ).fetchone()
+    assert "_scope" in json.loads(counts)["stats"]

@@ -459,3 +459,25 @@ def test_every_error_class_of_memkeeper_errors_is_exported() -> None:
         if isinstance(value, type) and issubclass(value, MemkeeperError)
     }
     assert sorted(defined - set(memkeeper.__all__)) == []
+
+
+def test_the_command_list_names_every_command() -> None:
+    """The command line section's "Commands:" list names every command the CLI registers,
+    and every subcommand of its groups (``review list|keep|drop|sessions``)."""
+    from memkeeper.cli import cli
+
+    text = README.read_text(encoding="utf-8")
+    listed = re.search(r"^Commands: (.*?)\. Read commands", text, re.M | re.S)
+    assert listed, "the command line section has no 'Commands:' list"
+    names = set()
+    for item in re.findall(r"`([^`]+)`", listed.group(1)):
+        command, _, subs = item.partition(" ")
+        names.add(command)
+        names.update(f"{command} {sub}" for sub in subs.split("|") if sub)
+    registered = set()
+    for name, command in cli.commands.items():
+        registered.add(name)
+        if isinstance(command, click.Group):
+            registered.update(f"{name} {sub}" for sub in command.commands)
+    assert registered - names == set(), "commands missing from the README's list"
+    assert names - registered == set(), "the README lists commands that do not exist"

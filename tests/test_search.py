@@ -203,7 +203,8 @@ def test_context_with_query_has_a_section_each(store: MemoryStore) -> None:
     store.record_episode("alice", "draft proposal", namespace="acme", output_summary="outline")
     store.record_episode("alice", "send report", namespace="acme")
     ctx = store.context("alice", namespace="acme", query="公司logo")
-    assert [m.key for m in ctx.memories] == ["deadline"]
+    # The profile applies to every project: its report_format is in the slots too.
+    assert sorted(m.key for m in ctx.memories) == ["deadline", "report_format"]
     assert [h.memory.value for h in ctx.relevant] == ["封面加公司logo"]
     assert [e.task_name for e in ctx.episodes] == ["draft proposal", "send report"]
     assert "Relevant to this message:" in ctx.text and "Recent episodes:" in ctx.text

@@ -145,6 +145,15 @@ def print_json(data: Any) -> None:
     click.echo(_RAW_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
 
 
+def required_text(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """An identifier argument (USER, KEY, QUERY, an id) that is empty or blank is a usage
+    error (exit 2), like a missing one; values stay data (an empty VALUE is exit 65)."""
+    for text in value if isinstance(value, tuple) else (value,):
+        if isinstance(text, str) and not text.strip():
+            raise click.BadParameter("must not be empty", param=param)
+    return value
+
+
 def yes_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """The shared ``--yes`` of every writing command: see :meth:`App.check_now`."""
     return click.option(
@@ -217,7 +226,8 @@ def cli(
     ctx.obj = app
     ctx.call_on_close(app.close)
     level = {0: "warning", 1: "info"}.get(verbose, "debug")
-    logs.configure(level=level)
+    # structlog stays unimported: every memkeeper logger is a stdlib one (memkeeper.logs).
+    logs.configure(level=level, structlog_too=False)
 
 
 def _register_commands() -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 
 from memkeeper.cli import App, json_option, pass_app, print_json
 from memkeeper.config_doc import render_config
-from memkeeper.errors import StorageUnwritable
+from memkeeper.errors import MemkeeperError, StorageUnwritable
 from memkeeper.paths import user_config_dir
 
 
@@ -18,12 +19,30 @@ def config_group() -> None:
 
 
 @config_group.command("check")
+@click.argument("file", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@json_option
 @pass_app
-def check(app: App) -> None:
-    """Validate the config file; exit 78 naming the key at fault if it is invalid."""
-    app.config  # noqa: B018 - loading is the check
-    where = app.config_path if app.config_path and app.config_path.exists() else None
-    click.echo(f"{where}: valid" if where else "no config file: using the defaults (valid)")
+def check(app: App, file: Path | None, as_json: bool) -> None:
+    """Validate FILE (default: the config this invocation reads); exit 78 naming the file
+    and the key at fault if it is invalid (or FILE does not exist)."""
+    from memkeeper.config import load_config
+
+    where = file if file is not None else app.config_path
+    try:
+        if file is not None:
+            load_config(file, explicit=True)
+        else:
+            app.config  # noqa: B018 - loading is the check
+    except MemkeeperError as exc:
+        if as_json:
+            print_json({"path": str(where) if where else None, "valid": False, "error": str(exc)})
+        raise
+    if where is not None and not where.exists():
+        where = None
+    if as_json:
+        print_json({"path": str(where) if where else None, "valid": True})
+    else:
+        click.echo(f"{where}: valid" if where else "no config file: using the defaults (valid)")
 
 
 @config_group.command("show")

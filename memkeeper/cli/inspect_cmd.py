@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from memkeeper.audit.explain import ACTION_VERBS, describe_change
-from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json
+from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, required_text
 from memkeeper.cli.render import VALUE_LIMIT, memory_label, memory_table, owner, shown, shown_lines
 from memkeeper.errors import NotFound
 from memkeeper.maintenance.locks import service_state
@@ -132,7 +132,7 @@ def _check_known(store: Any, memory_id: str | None, run_id: str | None) -> None:
 
 
 @click.command()
-@click.argument("memory_id")
+@click.argument("memory_id", callback=required_text)
 @json_option
 @pass_app
 def explain(app: App, memory_id: str, as_json: bool) -> None:
@@ -153,8 +153,8 @@ def explain(app: App, memory_id: str, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("user")
-@click.argument("session")
+@click.argument("user", callback=required_text)
+@click.argument("session", callback=required_text)
 @namespace_option
 @click.option(
     "--limit",

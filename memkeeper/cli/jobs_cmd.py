@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from memkeeper.cli import App, json_option, pass_app, print_json, yes_option
+from memkeeper.cli import App, json_option, pass_app, print_json, required_text, yes_option
 from memkeeper.cli.render import LINE_LIMIT, memory_label, memory_table, owner, shown
 from memkeeper.config import JOB_ORDER
 from memkeeper.errors import JobFailed, MemkeeperError, NotFound
@@ -92,6 +92,9 @@ def _print_report(report: RunReport) -> None:
                     f"{owner(change.user_id, change.namespace)} "
                     f"{memory_label(change.kind, change.key)}: {shown(change.reason)}"
                 )
+            more = result.total_changes - len(result.changes)
+            if more > 0:
+                click.echo(f"    ... and {more} more (not listed)")
 
 
 @click.command("run-once")
@@ -147,7 +150,8 @@ def run_once_command(
                 progress=progress,
             )
     if as_json:
-        print_json(report.to_dict())
+        # A dry run's JSON lists the planned changes, as its text does.
+        print_json(report.to_dict(with_changes=dry_run))
     else:
         _print_report(report)
     if not report.ok:
@@ -201,7 +205,7 @@ def _report_curation(
 
 
 @review.command("keep")
-@click.argument("ids", nargs=-1, required=True)
+@click.argument("ids", nargs=-1, required=True, callback=required_text)
 @yes_option
 @json_option
 @pass_app
@@ -212,7 +216,7 @@ def review_keep(app: App, ids: tuple[str, ...], yes: bool, as_json: bool) -> Non
 
 
 @review.command("drop")
-@click.argument("ids", nargs=-1, required=True)
+@click.argument("ids", nargs=-1, required=True, callback=required_text)
 @yes_option
 @json_option
 @pass_app
@@ -240,7 +244,7 @@ def _restored_line(store: Any, report: curation.CurationReport, memory_id: str) 
 
 
 @click.command()
-@click.argument("ids", nargs=-1, required=True)
+@click.argument("ids", nargs=-1, required=True, callback=required_text)
 @yes_option
 @json_option
 @pass_app
@@ -259,7 +263,7 @@ def restore(app: App, ids: tuple[str, ...], yes: bool, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("run_id")
+@click.argument("run_id", callback=required_text)
 @click.option("--dry-run", is_flag=True, help="Show what would be reverted; change nothing.")
 @yes_option
 @json_option

@@ -32,10 +32,21 @@ def _print_tools(fmt: str) -> None:
         click.echo(json.dumps(dumped, ensure_ascii=False, indent=2))
 
 
+def _listen_address(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--http [HOST:]PORT``: a malformed address is a usage error (exit 2)."""
+    port = (value or "").rpartition(":")[2]
+    if value is not None and not (port.isdigit() and 0 <= int(port) <= 65535):
+        raise click.BadParameter(
+            f"{value!r} is not [HOST:]PORT with a port from 0 to 65535", param=param
+        )
+    return value
+
+
 @click.command("mcp")
 @click.option(
     "--http",
     "listen",
+    callback=_listen_address,
     metavar="[HOST:]PORT",
     help="Serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST "
     "defaults to 127.0.0.1). Needs [mcp] token_file, or --no-auth on 127.0.0.1.",

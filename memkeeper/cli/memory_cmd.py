@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
-from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, yes_option
-from memkeeper.cli.render import LINE_LIMIT, memory_block, shown
+from memkeeper.cli import (
+    App,
+    json_option,
+    namespace_option,
+    pass_app,
+    print_json,
+    required_text,
+    yes_option,
+)
+from memkeeper.cli.render import LINE_LIMIT, counted, memory_block, shown
 from memkeeper.errors import NotFound
 from memkeeper.records import KEYED_KINDS
 from memkeeper.store import DEFAULT_CONFIDENCE
 
 
 @click.command()
-@click.argument("user")
-@click.argument("key")
+@click.argument("user", callback=required_text)
+@click.argument("key", callback=required_text)
 @click.argument("value")
 @namespace_option
 @click.option(
@@ -75,8 +84,8 @@ def remember(
 
 
 @click.command()
-@click.argument("user")
-@click.argument("key")
+@click.argument("user", callback=required_text)
+@click.argument("key", callback=required_text)
 @namespace_option
 @click.option("--kind", type=click.Choice(KEYED_KINDS), help="Only this kind (default: any).")
 @yes_option
@@ -104,7 +113,7 @@ def recall(
 
 
 @click.command()
-@click.argument("user")
+@click.argument("user", callback=required_text)
 @click.argument("text")
 @namespace_option
 @click.option("--source", default="cli", show_default=True, help="Where the note came from.")
@@ -132,8 +141,8 @@ def note(
 
 
 @click.command()
-@click.argument("user")
-@click.argument("key")
+@click.argument("user", callback=required_text)
+@click.argument("key", callback=required_text)
 @namespace_option
 @yes_option
 @json_option
@@ -158,7 +167,7 @@ def forget(app: App, user: str, key: str, namespace: str, yes: bool, as_json: bo
 
 
 @click.command("forget-id")
-@click.argument("memory_id")
+@click.argument("memory_id", callback=required_text)
 @yes_option
 @json_option
 @pass_app
@@ -189,6 +198,12 @@ def _erase_confirmed(
     app.check_now(yes=yes)
     store = app.store(create=False)
     if not yes:
+        if not sys.stdin.isatty():
+            # No one to answer the prompt (a script, a pipe, cron): say how to confirm.
+            raise click.UsageError(
+                f"{question} -- this asks for confirmation on a terminal, and standard input "
+                "is not one; add --yes to confirm non-interactively"
+            )
         click.confirm(question, abort=True, err=True)
     counts = erase(store)
     if not any(counts.get(what) for what in ("memories", "messages", "episodes")):
@@ -196,11 +211,11 @@ def _erase_confirmed(
     if as_json:
         print_json({"erased": counts})
     else:
-        click.echo("erased " + ", ".join(f"{n} {what}" for what, n in counts.items()))
+        click.echo("erased " + ", ".join(counted(n, what) for what, n in counts.items()))
 
 
 @click.command("forget-user")
-@click.argument("user")
+@click.argument("user", callback=required_text)
 @_YES_TO_ERASE
 @json_option
 @pass_app
@@ -220,8 +235,8 @@ def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
 
 
 @click.command("forget-namespace")
-@click.argument("user")
-@click.argument("namespace")
+@click.argument("user", callback=required_text)
+@click.argument("namespace", callback=required_text)
 @_YES_TO_ERASE
 @json_option
 @pass_app
@@ -242,7 +257,7 @@ def forget_namespace(app: App, user: str, namespace: str, yes: bool, as_json: bo
 
 
 @click.command()
-@click.argument("memory_id")
+@click.argument("memory_id", callback=required_text)
 @json_option
 @pass_app
 def get(app: App, memory_id: str, as_json: bool) -> None:

@@ -97,3 +97,13 @@ def memory_table(memories: Sequence[Memory]) -> str:
     if not memories:
         return "(no memories)"
     return "\n".join(memory_line(memory) for memory in memories)
+
+
+_PLURALS = {"memories": "memory", "entries": "entry", "changes": "change", "times": "time"}
+
+
+def counted(count: int, plural: str) -> str:
+    """``1 memory``, ``2 memories``, ``0 episodes``: a count with its noun in agreement."""
+    if count == 1:
+        return f"1 {_PLURALS.get(plural, plural.removesuffix('s'))}"
+    return f"{count} {plural}"

@@ -1,17 +1,26 @@
-"""memkeeper search: find a user's memories by meaning, with each score component."""
+"""memkeeper search and context: find a user's memories by meaning, with each score
+component; print the prompt prefill an agent puts in its system prompt."""
 
 from __future__ import annotations
 
 import click
 
-from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, yes_option
+from memkeeper.cli import (
+    App,
+    json_option,
+    namespace_option,
+    pass_app,
+    print_json,
+    required_text,
+    yes_option,
+)
 from memkeeper.cli.render import memory_label, shown
 from memkeeper.records import KINDS
 
 
 @click.command()
-@click.argument("user")
-@click.argument("query")
+@click.argument("user", callback=required_text)
+@click.argument("query", callback=required_text)
 @namespace_option
 @click.option(
     "--limit",
@@ -67,5 +76,48 @@ def search(
     )
 
 
+@click.command("context")
+@click.argument("user", callback=required_text)
+@namespace_option
+@click.option(
+    "--query",
+    help="Also the entries relevant to this message (found by search, so marked used).",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="The best K entries by score in the slots (default: [context] limit).",
+)
+@yes_option
+@json_option
+@pass_app
+def context_command(
+    app: App,
+    user: str,
+    namespace: str,
+    query: str | None,
+    limit: int | None,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Print USER's prompt prefill: what an agent puts in its system prompt.
+
+    The best active, confident entries of the namespace and of the user's profile (the
+    default namespace), ranked by the retention score; with --query, the entries relevant
+    to it; the namespace's latest episodes. The same text as context() in Python and the
+    MCP context tool. Nothing is marked used unless --query finds something.
+    """
+    if query is not None:
+        app.check_now(yes=yes)  # the hits of a query are marked used: a write
+    found = app.store(create=False).context(user, namespace=namespace, limit=limit, query=query)
+    if as_json:
+        print_json(found.to_dict())
+    elif found.text:
+        click.echo(found.text)
+    else:
+        click.echo(f"nothing to prefill for {user!r}", err=True)
+
+
 def register(group: click.Group) -> None:
     group.add_command(search)
+    group.add_command(context_command)

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from memkeeper.cli import App, json_option, pass_app, print_json, yes_option
+from memkeeper.cli import App, json_option, pass_app, print_json, required_text, yes_option
 from memkeeper.cli.render import shown
 from memkeeper.errors import InvalidInput, NotFound
 
@@ -70,7 +70,7 @@ def summarize_group() -> None:
 
 
 @summarize_group.command("retry")
-@click.argument("session")
+@click.argument("session", callback=required_text)
 @click.option("-u", "--user", help="The session's user (needed when two users share the id).")
 @click.option("-n", "--namespace", help="The session's namespace.")
 @yes_option

@@ -9,8 +9,14 @@ import click
 
 from memkeeper.cli import App, json_option, pass_app, print_json, yes_option
 from memkeeper.cli.render import shown
-from memkeeper.errors import InvalidInput, StorageUnwritable
-from memkeeper.store.transfer import FORMATS, export_to, import_file, timezone_named
+from memkeeper.errors import ImportFileError, InvalidInput, StorageUnwritable
+from memkeeper.store.transfer import (
+    FORMATS,
+    ImportReport,
+    export_to,
+    import_file,
+    timezone_named,
+)
 
 
 def _check_timezone(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -45,6 +51,12 @@ def _check_timezone(_ctx: click.Context, param: click.Parameter, value: str | No
     help="IANA zone (e.g. Asia/Shanghai) of agent_memory.json note times without one "
     "(default: service.timezone).",
 )
+@click.option(
+    "--as-new",
+    is_flag=True,
+    help="agent_memory.json: import entries a forget erased (their times predate it, or "
+    "they have none) as statements made now, instead of leaving them forgotten.",
+)
 @yes_option
 @json_option
 @pass_app
@@ -55,6 +67,7 @@ def import_command(
     namespace: str,
     fmt: str,
     timezone: str | None,
+    as_new: bool,
     yes: bool,
     as_json: bool,
 ) -> None:
@@ -62,21 +75,46 @@ def import_command(
 
     Importing the same file twice changes nothing the second time. An empty file is refused
     (exit 65). A line whose id is already stored with different content is left as it is,
-    counted as a conflict in the summary and listed on standard error.
+    counted as a conflict in the summary and listed on standard error. Entries a forget
+    erased stay forgotten; when that leaves nothing imported, the exit is 65 (--as-new
+    imports them as statements made now).
     """
     app.check_now(yes=yes)
-    report = import_file(
-        app.store(), file, user_id=user, namespace=namespace, fmt=fmt, timezone=timezone
-    )
+    try:
+        report = import_file(
+            app.store(),
+            file,
+            user_id=user,
+            namespace=namespace,
+            fmt=fmt,
+            timezone=timezone,
+            as_new=as_new,
+        )
+    except InvalidInput as exc:
+        if as_new and "--as-new" in str(exc):
+            raise click.UsageError(str(exc)) from None
+        raise
     if as_json:
         print_json(report.to_dict())
-        return
+    else:
+        _print_import(file, report)
+    if report.only_forgotten:
+        raise ImportFileError(
+            f"nothing imported from {shown(file, None)}: its {report.forgotten} "
+            f"entr{'y was' if report.forgotten == 1 else 'ies were'} erased by a forget "
+            "(entries without a time count as older than it) and stay forgotten; "
+            "--as-new imports them as statements made now"
+        )
+
+
+def _print_import(file: Path, report: ImportReport) -> None:
     click.echo(
         f"imported {shown(file, None)} ({report.format}): {report.created} created, "
         f"{report.unchanged} already present, {report.superseded} superseded an older value"
         + (f", {len(report.conflicts)} in conflict (left as stored)" if report.conflicts else "")
         + (f", {report.filtered_out} other users' lines skipped" if report.filtered_out else "")
         + (f", {report.forgotten} erased earlier (left forgotten)" if report.forgotten else "")
+        + (f", {report.restated} erased earlier, stored as new" if report.restated else "")
     )
     for conflict in report.conflicts:
         click.echo(f"  conflict: {shown(conflict)}", err=True)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from pydantic import BaseModel
 
+from memkeeper import logs
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.transitions import Outcome, Transition, apply
 
@@ -35,6 +35,10 @@ class Job:
     name: str
     description: str
     run: Callable[[JobContext], None]
+
+
+KEEP_PLANNED = 10_000
+"""How many changes a run keeps for its summary (the rest are counted: "... and N more")."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ class JobContext:
     skipped: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
     planned: list[PlannedChange] = field(default_factory=list)
-    keep_planned: int = 10_000
+    keep_planned: int = field(default_factory=lambda: KEEP_PLANNED)
     llm_client: Any = None
     """A chat client the LLM jobs use instead of building one from ``[llm]`` and the key
     (``memkeeper demo``'s local stand-in); None: the configured endpoint."""
@@ -129,7 +133,7 @@ class JobContext:
 
     @property
     def log(self) -> Any:
-        return structlog.get_logger("memkeeper.job").bind(job=self.job, run_id=self.run_id)
+        return logs.get_logger("memkeeper.job").bind(job=self.job, run_id=self.run_id)
 
     def should_stop(self) -> bool:
         """True once a stop was requested (SIGTERM): finish the current batch, then return."""

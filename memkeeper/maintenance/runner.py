@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypedDict, Unpack
 
-import structlog
-
 from memkeeper import logs
 from memkeeper.clock import to_db
 from memkeeper.config import JOB_ORDER
@@ -42,7 +40,7 @@ from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import reconcile_now
 from memkeeper.store import MemoryStore
 
-log = structlog.get_logger("memkeeper.runner")
+log = logs.get_logger("memkeeper.runner")
 
 
 @dataclass(frozen=True)
@@ -86,7 +84,9 @@ class JobResult:
             "error": self.error,
         }
         if with_changes:
+            # The changes kept (a job keeps the first 10,000), and how many more it made.
             data["changes"] = [change.to_dict() for change in self.changes]
+            data["changes_not_listed"] = max(self.total_changes - len(self.changes), 0)
         return data
 
 
@@ -296,9 +296,16 @@ def run_job(
         changes=result.total_changes,
         counts=result.counts,
         skipped_entries=ctx.skipped,
-        **({"stats": ctx.stats} if ctx.stats else {}),
+        # Keys with a leading underscore are a job's bookkeeping for its next run (the merge
+        # job's watermarks): kept in the run's row, not an operator's log.
+        **({"stats": shown} if (shown := public_stats(ctx.stats)) else {}),
     )
     return result
+
+
+def public_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """A job's statistics without its ``_``-prefixed bookkeeping (watermarks, scope)."""
+    return {key: value for key, value in stats.items() if not key.startswith("_")}
 
 
 def run_once(

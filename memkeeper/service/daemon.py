@@ -36,7 +36,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from memkeeper import logs
@@ -56,7 +55,7 @@ from memkeeper.service.scheduler import (
 )
 from memkeeper.store import MemoryStore
 
-log = structlog.get_logger("memkeeper.service")
+log = logs.get_logger("memkeeper.service")
 
 TICK_SECONDS = 1.0
 # A `memkeeper status` probing the lock holds it for microseconds; a starting service waits

@@ -16,9 +16,9 @@ import socket
 import time
 from collections.abc import Mapping
 
-import structlog
+from memkeeper import logs
 
-log = structlog.get_logger("memkeeper.notify")
+log = logs.get_logger("memkeeper.notify")
 
 ENV_SOCKET = "NOTIFY_SOCKET"
 ENV_WATCHDOG_USEC = "WATCHDOG_USEC"

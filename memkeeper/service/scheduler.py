@@ -31,7 +31,6 @@ from datetime import datetime
 from typing import Any, Unpack
 from zoneinfo import ZoneInfo
 
-import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -51,7 +50,7 @@ from memkeeper.maintenance.runner import (
 from memkeeper.service.triggers import JobTrigger, job_triggers, previous_fire_time
 from memkeeper.store import MemoryStore
 
-log = structlog.get_logger("memkeeper.scheduler")
+log = logs.get_logger("memkeeper.scheduler")
 
 TRIGGER_SCHEDULE = "schedule"
 TRIGGER_CATCH_UP = "catch-up"

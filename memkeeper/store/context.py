@@ -4,8 +4,10 @@ Following seed 003 §3.3, three sections:
 
 * the slots: active facts, preferences and notes of the namespace at or above ``[context]
   min_confidence``, ranked by the retention score (:mod:`memkeeper.scoring`) — the text block
-  seed 000 injects into its system prompt. The slots mark nothing as used, so prefilled
-  entries still expire when nobody actually needs them;
+  seed 000 injects into its system prompt. A project's slots include the user's profile
+  (the default namespace: a name, a role), ranked with the project's own entries; a
+  project's entry shadows a profile entry of the same kind and key. The slots mark nothing
+  as used, so prefilled entries still expire when nobody actually needs them;
 * with a ``query``: the top ``[search] limit`` entries relevant to it
   (:mod:`memkeeper.store.search`, which also looks in the user's profile, the default
   namespace) that are not already in the slots — these were found, so they are marked used;
@@ -63,19 +65,29 @@ def context(
 def _slots(core: StoreCore, user_id: str, namespace: str, limit: int | None) -> list[Memory]:
     limit = core.limit(limit if limit is not None else core.config.context.limit)
     now = core.now()
+    # The profile (namespace '') applies to every project: one query for both namespaces.
     with core.storage.lock:
         rows = list(
             core.storage.hot.query(
-                "SELECT * FROM memories WHERE user_id = ? AND namespace = ?"
+                "SELECT * FROM memories WHERE user_id = ? AND namespace IN (?, '')"
                 " AND kind IN ('fact', 'preference', 'note') AND state = 'active'"
                 " AND confidence >= ?",
                 [user_id, namespace, core.config.context.min_confidence],
             )
         )
-    memories = [Memory.from_image(image_of(row)) for row in rows]
+    memories = _shadowed([Memory.from_image(image_of(row)) for row in rows], namespace)
     scored = [(m, retention_score(m, now, core.config.scoring)) for m in memories]
     scored.sort(key=lambda pair: rank_key(*pair), reverse=True)
     return [memory for memory, _ in scored[:limit]]
+
+
+def _shadowed(memories: list[Memory], namespace: str) -> list[Memory]:
+    """``memories`` without the profile entries a project entry of the same kind and key
+    overrides (the project's report_format wins over the profile's)."""
+    if not namespace:
+        return memories
+    own = {(m.kind, m.key) for m in memories if m.namespace == namespace and m.key}
+    return [m for m in memories if m.namespace == namespace or (m.kind, m.key) not in own]
 
 
 def prompt_text(memories: Sequence[Memory]) -> str:

@@ -8,12 +8,14 @@ importing a file twice changes nothing; an id stored with other content is left 
 reported as a conflict. What the user asked to forget stays forgotten: an entry whose id was
 erased, or whose key or user was erased after the entry was written (the tombstones of
 :mod:`memkeeper.storage.tombstones`), is skipped and counted as ``forgotten`` — an old export
-or agent file brings nothing erased back.
+or agent file brings nothing erased back. Unless the caller says the file's entries are
+new statements (``as_new``, agent_memory.json only): then an entry the user erased is
+imported as stated now, its old time dropped, and counted as ``restated``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,7 @@ class ImportReport:
     conflicts: list[str] = field(default_factory=list)
     filtered_out: int = 0
     forgotten: int = 0
+    restated: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The report as the CLI prints it (``conflicting`` counts the conflicts)."""
@@ -56,7 +59,16 @@ class ImportReport:
             "conflicts": self.conflicts,
             "filtered_out": self.filtered_out,
             "forgotten": self.forgotten,
+            "restated": self.restated,
         }
+
+    @property
+    def only_forgotten(self) -> bool:
+        """True when nothing was imported, or found present, because every entry predates
+        a forget: the file brought nothing, and an operator should know why."""
+        return self.forgotten > 0 and not (
+            self.created or self.unchanged or self.superseded or self.conflicts
+        )
 
 
 def _forgotten(
@@ -96,27 +108,52 @@ def _note_exists(store: MemoryStore, user_id: str, namespace: str, entry: AgentE
     )
 
 
+def _present(store: MemoryStore, user_id: str, namespace: str, entry: AgentEntry) -> bool:
+    """Whether ``entry`` is stored already: the fact's current value, or the same note."""
+    if entry.kind == "note":
+        return _note_exists(store, user_id, namespace, entry)
+    assert entry.key is not None
+    current = current_entry(store.storage, user_id, namespace, "fact", entry.key)
+    return current is not None and current["value"] == entry.value
+
+
 def import_agent_json(
-    store: MemoryStore, entries: list[AgentEntry], user_id: str, namespace: str, source: str
+    store: MemoryStore,
+    entries: list[AgentEntry],
+    user_id: str,
+    namespace: str,
+    source: str,
+    *,
+    as_new: bool = False,
 ) -> ImportReport:
     """Import an agent_memory.json's facts and notes for one user.
 
     A fact is remembered as :meth:`~memkeeper.store.MemoryStore.remember` would, except that
     a value already current is left as it is (not re-confirmed); a note already stored with
-    the same text and time is skipped.
+    the same text and time is skipped. An entry erased by a forget is skipped, unless
+    ``as_new``: then it is stored as a statement made now.
     """
     report = ImportReport("agent-json")
     for batch in batched(entries, store.config.database.batch_size):
         with store.storage.lock, immediate_transaction(store.storage.hot):
             now = store.now()
-            for entry in batch:
-                if _forgotten(store, user_id, namespace, entry.key, None, entry.created_at):
-                    report.forgotten += 1
+            for line in batch:
+                entry = line
+                # What is stored already (stated again after a forget, say) is just present.
+                if _present(store, user_id, namespace, entry):
+                    report.unchanged += 1
                     continue
-                if entry.kind == "note":
-                    if _note_exists(store, user_id, namespace, entry):
-                        report.unchanged += 1
+                if _forgotten(store, user_id, namespace, entry.key, None, entry.created_at):
+                    restated = replace(entry, created_at=None)
+                    if entry.kind == "note" and _note_exists(store, user_id, namespace, restated):
+                        report.unchanged += 1  # imported --as-new before: stored at that time
                         continue
+                    if not as_new:
+                        report.forgotten += 1
+                        continue
+                    entry = restated  # stated now, not back then
+                    report.restated += 1
+                if entry.kind == "note":
                     image = new_entry_image(
                         user_id=user_id,
                         namespace=namespace,
@@ -144,9 +181,6 @@ def import_agent_json(
                     continue
                 assert entry.key is not None
                 current = current_entry(store.storage, user_id, namespace, "fact", entry.key)
-                if current is not None and current["value"] == entry.value:
-                    report.unchanged += 1
-                    continue
                 transitions, _ = remember_plan(
                     store.storage,
                     user_id,

@@ -15,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-import structlog
-
-from memkeeper import validation
+from memkeeper import logs, validation
 from memkeeper.errors import StorageUnwritable
 from memkeeper.records import KEYED_KINDS, Memory
 from memkeeper.storage.changelog import image_of
@@ -27,7 +25,7 @@ from memkeeper.storage.transitions import Image, Transition, hot_image, used_ima
 from memkeeper.storage.uses import mark_used
 from memkeeper.store.core import StoreCore
 
-log = structlog.get_logger("memkeeper.store")
+log = logs.get_logger("memkeeper.store")
 
 
 def recall(

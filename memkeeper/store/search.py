@@ -31,9 +31,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-import structlog
-
-from memkeeper import validation
+from memkeeper import logs, validation
 from memkeeper.clock import days_between
 from memkeeper.errors import StorageUnwritable
 from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResults
@@ -46,7 +44,7 @@ from memkeeper.store import semantic
 from memkeeper.store.core import StoreCore
 from memkeeper.store.recall import mark_found, restore_found
 
-log = structlog.get_logger("memkeeper.search")
+log = logs.get_logger("memkeeper.search")
 
 LIVE_STATES = ("active", "pending_review")
 """The hot states search returns (superseded values never)."""

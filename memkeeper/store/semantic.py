@@ -17,14 +17,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import structlog
 
+from memkeeper import logs
 from memkeeper.config import Config
 from memkeeper.config_search import ENV_RETRIEVAL
 from memkeeper.llm.endpoint import describe_endpoint, read_api_key
 from memkeeper.llm.errors import LlmNotConfigured
 
-log = structlog.get_logger("memkeeper.search")
+log = logs.get_logger("memkeeper.search")
 
 CACHE_SIZE = 256
 """Query embeddings kept per process."""

@@ -57,8 +57,13 @@ def import_file(
     namespace: str = "",
     fmt: str = "auto",
     timezone: str | None = None,
+    as_new: bool = False,
 ) -> ImportReport:
-    """Import a file into the store; validates everything before writing anything."""
+    """Import a file into the store; validates everything before writing anything.
+
+    ``as_new`` (agent_memory.json only) imports entries a forget erased as statements made
+    now, instead of leaving them forgotten.
+    """
     path = Path(path)
     if fmt not in FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(FORMATS)}")
@@ -75,7 +80,14 @@ def import_file(
         entries = parse_agent_json(path, text, limits, zone)
         if not entries:
             raise ImportFileError(f"{path}: no facts and no notes; there is nothing to import")
-        return import_agent_json(store, entries, user_id, namespace, f"import:{path.name}")
+        return import_agent_json(
+            store, entries, user_id, namespace, f"import:{path.name}", as_new=as_new
+        )
+    if as_new:
+        raise InvalidInput(
+            "--as-new applies to agent_memory.json only: JSON Lines carry each entry's own id "
+            "and times"
+        )
     if namespace:
         raise InvalidInput(
             "--namespace applies to agent_memory.json only: JSON Lines carry each entry's own"

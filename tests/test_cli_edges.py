@@ -1,0 +1,169 @@
+"""The CLI edges a new user trips on (issue 20): the context command, prompts without a
+terminal, import after a forget, usage errors that are exit 2, wording and progress."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from memkeeper import MemoryStore
+from memkeeper.cli import main
+from memkeeper.errors import EXIT_USAGE
+
+
+@pytest.fixture
+def cli(db_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Run the CLI on the test database; returns (exit code, stdout, stderr)."""
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        code = main(["--db", str(db_path), *args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
+
+
+def test_the_context_command_prints_the_prefill_with_the_profile(cli, db_path: Path) -> None:
+    with MemoryStore(db_path) as store:
+        store.remember("bob", "city", "Paris")
+        pdf = store.remember("bob", "report_format", "PDF", kind="preference", namespace="acme")
+        store.remember("bob", "stack", "Rust", namespace="globex")
+        expected = store.context("bob", namespace="acme").text
+
+    code, out, _ = cli("context", "bob", "--namespace", "acme")
+    assert code == 0
+    assert out == expected + "\n"
+    assert "- city: Paris" in out and "- report_format: PDF" in out and "Rust" not in out
+
+    code, out, _ = cli("context", "bob", "-n", "acme", "--query", "PDF", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert {m["key"] for m in data["memories"]} == {"city", "report_format"}
+    assert data["text"] == expected
+    with MemoryStore(db_path) as store:  # the slots are not marked used
+        assert store.get(pdf.id).access_count == 0
+
+    code, out, err = cli("context", "nobody")
+    assert (code, out) == (0, "") and "nothing to prefill" in err
+    assert cli("context", "bob", "--limit", "0")[0] == EXIT_USAGE
+
+
+MEMKEEPER = Path(sys.executable).with_name("memkeeper")
+
+
+@pytest.mark.parametrize("argv", [("forget-user", "alice"), ("forget-namespace", "alice", "acme")])
+def test_an_erase_without_a_terminal_says_yes_confirms(db_path: Path, argv: tuple) -> None:
+    """Before: the prompt read EOF and exited 130 'aborted' with no hint (issue 20 item 5)."""
+    with MemoryStore(db_path) as store:
+        store.remember("alice", "city", "Paris", namespace="acme")
+    done = subprocess.run(
+        [str(MEMKEEPER), "--db", str(db_path), *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert "add --yes to confirm non-interactively" in done.stderr
+    assert done.stdout == ""
+    with MemoryStore(db_path) as store:
+        assert store.list_memories("alice", namespace="acme")
+    yes = subprocess.run(
+        [str(MEMKEEPER), "--db", str(db_path), *argv, "--yes"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert yes.returncode == 0, yes.stderr
+    assert yes.stdout.startswith("erased 1 memory, ")
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "agent_memory.json"
+
+
+def test_an_import_that_brings_nothing_because_of_a_forget_exits_65(cli, db_path: Path) -> None:
+    """Before: exit 0 with '0 created ... 6 erased earlier' for a file never imported
+    (issue 20 item 6). Erased stays erased by default; --as-new restates the entries."""
+    with MemoryStore(db_path) as store:
+        store.remember("alice", "mood", "fine")
+        store.forget_user("alice")
+
+    code, out, err = cli("import", str(EXAMPLE), "--user", "alice")
+    assert code == 65
+    assert "0 created" in out and "6 erased earlier (left forgotten)" in out
+    assert "nothing imported" in err and "--as-new imports them" in err
+    with MemoryStore(db_path) as store:
+        assert store.list_memories("alice") == []
+
+    code, out, _ = cli("import", str(EXAMPLE), "--user", "alice", "--as-new", "--json")
+    report = json.loads(out)
+    assert code == 0 and (report["created"], report["restated"]) == (6, 6)
+    with MemoryStore(db_path) as store:
+        memories = store.list_memories("alice")
+        assert len(memories) == 6
+        assert all(m.created_at >= store.now() - timedelta(minutes=5) for m in memories)
+    # Importing again: all present, nothing forgotten, exit 0.
+    code, out, _ = cli("import", str(EXAMPLE), "--user", "alice")
+    assert code == 0 and "6 already present" in out and "erased" not in out
+    # JSON Lines carry their own ids and times: --as-new is refused there.
+    export = db_path.parent / "alice.jsonl"
+    assert cli("export", "--user", "alice", "-o", str(export))[0] == 0
+    assert cli("import", str(export), "--as-new")[0] == EXIT_USAGE
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("remember", "", "city", "Paris"),
+        ("remember", " ", "city", "Paris"),
+        ("remember", "bob", "", "Paris"),
+        ("recall", "", "city"),
+        ("search", "bob", ""),
+        ("search", "bob", "   "),
+        ("context", ""),
+        ("forget-namespace", "bob", "", "--yes"),
+        ("explain", ""),
+        ("mcp", "--http", "notaport"),
+        ("mcp", "--http", "127.0.0.1:70000"),
+    ],
+)
+def test_an_empty_identifier_or_a_bad_address_is_a_usage_error(cli, argv: tuple) -> None:
+    """Before: 65 for an empty user, 0 with no hits for an empty query, 65 for a bad
+    --http address (issue 20 item 7). A usage error is 2, and writes nothing."""
+    code, out, err = cli(*argv)
+    assert code == EXIT_USAGE, err
+    assert out == ""
+    assert "Error: Invalid value for" in err
+
+
+def test_an_empty_value_is_still_bad_data(cli) -> None:
+    code, _out, err = cli("remember", "bob", "city", "")
+    assert code == 65 and "value must not be empty" in err
+
+
+def test_config_check_takes_the_file_and_json(cli, tmp_path: Path) -> None:
+    good = tmp_path / "good.toml"
+    good.write_text("[context]\nlimit = 5\n")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[jobs.expire]\nschedule = "bad"\n')
+
+    code, out, _ = cli("config", "check", str(good))
+    assert (code, out) == (0, f"{good}: valid\n")
+    code, out, _ = cli("config", "check", str(good), "--json")
+    assert code == 0 and json.loads(out) == {"path": str(good), "valid": True}
+    code, out, err = cli("config", "check", str(bad))
+    assert code == 78 and out == "" and f"{bad}: jobs.expire.schedule" in err
+    code, out, _ = cli("config", "check", str(bad), "--json")
+    report = json.loads(out)
+    assert code == 78 and report["valid"] is False and "jobs.expire.schedule" in report["error"]
+    code, out, _ = cli("config", "check", "--json")
+    assert code == 0 and json.loads(out) == {"path": None, "valid": True}
+    assert cli("config", "check", str(tmp_path / "missing.toml"))[0] == 78
