@@ -25,29 +25,63 @@ class SearchSection(Section):
     )
     limit: int = Field(3, gt=0, le=1000, description="Hits search() returns by default.")
     weight_similarity: float = Field(
-        1.0, ge=0, description="Weight of the semantic similarity (cosine, 0-1)."
+        1.0,
+        ge=0,
+        le=100,
+        description="Weight of the vector list in the reciprocal-rank fusion: an entry ranked "
+        "r by similarity adds weight_similarity / (rrf_k + r) to its relevance.",
     )
     weight_keyword: float = Field(
-        0.5, ge=0, description="Weight of the keyword match (FTS5 trigram, 0-1)."
+        1.0,
+        ge=0,
+        le=100,
+        description="Weight of the keyword list (BM25 over the user's own entries) in the "
+        "reciprocal-rank fusion: weight_keyword / (rrf_k + rank).",
+    )
+    rrf_k: float = Field(
+        60,
+        ge=1,
+        le=1000,
+        description="The reciprocal-rank fusion constant: larger flattens the gap between "
+        "neighbouring ranks.",
+    )
+    vector_candidates: int = Field(
+        100,
+        ge=1,
+        le=10000,
+        description="Depth of the vector list: the entries most similar to the query (at or "
+        "above min_similarity) that are candidates, whatever the limit.",
+    )
+    prior_weight: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="How much confidence and recent use can raise a relevant entry's score: "
+        "score = relevance x (1 + prior_weight x prior), prior 0-1. At 0.01 it breaks ties "
+        "and near-ties, never a whole rank among the first forty of a list.",
     )
     weight_confidence: float = Field(
-        3.0, ge=0, description="Weight of the entry's confidence (seed 003: confidence x 3)."
+        3.0,
+        ge=0,
+        le=100,
+        description="Share of confidence in the prior (seed 003: confidence x 3).",
     )
     weight_recency: float = Field(
         1.0,
         ge=0,
-        description="Weight of the recent-use bonus: 0.5 ** (days since last use / "
-        "recency_half_life_days).",
+        le=100,
+        description="Share of the recent-use bonus in the prior: 0.5 ** (days since last use "
+        "/ recency_half_life_days).",
     )
     recency_half_life_days: float = Field(
-        30, gt=0, description="Days after which the recent-use bonus has halved."
+        30, gt=0, le=36500, description="Days after which the recent-use bonus has halved."
     )
     min_similarity: float = Field(
         0.3,
         ge=-1,
         le=1,
-        description="An entry found only by its embedding is a candidate when its similarity "
-        "is at least this (keyword matches always are).",
+        description="An entry is in the vector list when its similarity to the query is at "
+        "least this (keyword matches are always in the keyword list).",
     )
     context_episodes: int = Field(
         5, ge=0, le=1000, description="Most recent episodes of the namespace in context()."

@@ -11,6 +11,9 @@ memkeeper opens; a connection without it would leave a stale index entry.
 
 The ``trigram`` tokenizer (SQLite 3.34+) indexes every run of three characters, so text
 without spaces (Chinese) matches any substring of three characters or more, case-insensitively.
+The index finds *candidates* (:func:`candidate_rows`) for a large user; the ranking is BM25
+over the user's own rows (:mod:`memkeeper.store.bm25`, with :func:`user_rows_stats`), never
+FTS5's ``bm25``, whose statistics are of every user's rows in the file.
 
 Deleting from FTS5 (before SQLite 3.42's ``secure-delete`` option) only appends a delete
 marker: the erased row's trigrams stay in the older segments of the shadow table
@@ -27,7 +30,6 @@ which re-indexes every row from the memory table: about 2.5 times as long (1.3 s
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Sequence
 
@@ -46,18 +48,10 @@ matches) instead of asking the FTS5 index, whose cost follows how common the wor
 across every user, not how many entries this user has."""
 
 
-def _rows_of(db: Database, table: str, where: str, params: Sequence[object], cap: int) -> int:
-    """How many rows match ``where``, counting no further than ``cap``."""
-    return db.conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM {table} AS m WHERE {where} LIMIT ?)",
-        [*params, cap],
-    ).fetchone()[0]
-
-
 MIN_TRIGRAM_CHARS = 3
 
-_KEY_WEIGHT, _VALUE_WEIGHT, _USER_WEIGHT = 2.0, 1.0, 0.0
-_TOKENS = re.compile(r"\w+")
+MAX_CANDIDATES = 5000
+"""Most keyword candidates one search scores."""
 
 
 def fts_table(table: str) -> str:
@@ -130,23 +124,6 @@ def compact(db: Database, table: str) -> None:
         purge_deleted(db, table)
 
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-
-
-def _tokens(query: str) -> list[str]:
-    """The query's words; a word in a script written without spaces (Chinese, Japanese,
-    Korean) longer than a trigram becomes its overlapping trigrams, so "报告用什么格式" finds
-    "报告用PDF格式" through "报告用" rather than needing the whole sentence verbatim."""
-    words = _TOKENS.findall(query) or ([query.strip()] if query.strip() else [])
-    tokens: list[str] = []
-    for word in words:
-        if len(word) > MIN_TRIGRAM_CHARS and _CJK.search(word):
-            tokens += [word[i : i + MIN_TRIGRAM_CHARS] for i in range(len(word) - 2)]
-        else:
-            tokens.append(word)
-    return tokens
-
-
 def _phrase(token: str) -> str:
     """One FTS5 string (a phrase): any text, double quotes doubled, is never a syntax error."""
     return '"' + token.replace('"', '""') + '"'
@@ -171,70 +148,106 @@ def _filters(
     return sql, params
 
 
-def keyword_scores(
+Row = tuple[str, str | None, str]
+"""(id, key, value) of a candidate."""
+
+
+def user_rows_stats(
     db: Database,
     *,
     table: str,
     user_id: str,
     namespaces: Sequence[str],
-    query: str,
     kinds: Sequence[str] | None,
     states: Sequence[str],
-    limit: int,
-) -> list[tuple[str, float]]:
-    """Ids of ``user_id``'s entries in ``table`` matching ``query``, best first, scored 0..1.
+) -> tuple[int, float]:
+    """How many of the user's rows these filters select, and their mean length in
+    characters (key + value; over the first :data:`SHORT_SCAN_ROWS` of them) — the ``N``
+    and ``avgdl`` of BM25, of this user's rows only."""
+    fts_table(table)
+    if not namespaces or not states or kinds == []:
+        return 0, 0.0
+    where, params = _filters(user_id, namespaces, kinds, states)
+    count, mean = db.conn.execute(
+        "SELECT count(*), avg(length(coalesce(key, '')) + length(value)) FROM"
+        f" (SELECT m.key, m.value FROM {table} AS m WHERE {where} LIMIT ?)",
+        [*params, SHORT_SCAN_ROWS],
+    ).fetchone()
+    if count >= SHORT_SCAN_ROWS:
+        count = db.conn.execute(
+            f"SELECT count(*) FROM {table} AS m WHERE {where}", params
+        ).fetchone()[0]
+    return int(count), float(mean or 0.0)
 
-    The query is split into words (runs of letters, digits and ``_``; a query with none is
-    taken whole); each word of three characters or more is one quoted FTS5 phrase, and the
-    phrases are OR-ed, so no user text is FTS5 syntax. Matches are ranked by ``bm25`` (a key
-    match weighs twice a value match) and scored relative to the best hit: the best is 1.0.
 
-    When the user has fewer than :data:`SCAN_BELOW_ROWS` rows in those namespaces — the usual
-    case — or when no word has three characters (trigrams cannot match fewer), the words are
-    looked for as substrings (``LIKE``, case-insensitive for ASCII) in the key and value of
-    at most :data:`SHORT_SCAN_ROWS` of the user's rows (through the owner index), and the
-    score is the number of words found relative to the best hit.
+def candidate_rows(
+    db: Database,
+    *,
+    table: str,
+    user_id: str,
+    namespaces: Sequence[str],
+    kinds: Sequence[str] | None,
+    states: Sequence[str],
+    patterns: Sequence[str],
+    user_rows: int,
+    cap: int = MAX_CANDIDATES,
+) -> list[Row]:
+    """The user's rows whose key or value contains one of ``patterns`` (case-insensitive
+    for ASCII), at most ``cap``: the keyword candidates, scored by the caller.
 
-    Only rows of ``user_id`` in ``namespaces`` with a state in ``states`` (and a kind in
-    ``kinds`` unless None) are returned. ``table`` is ``"memories"`` or ``"cold_memories"``.
+    A user with fewer than :data:`SCAN_BELOW_ROWS` rows (``user_rows``) in the filters — the
+    usual case — is read through the owner index and matched with ``LIKE``. A larger user
+    asks the FTS5 trigram index for the patterns of three characters or more (ANDed with
+    the user's id), and ``LIKE`` over at most :data:`SHORT_SCAN_ROWS` of its rows for the
+    shorter ones (trigrams cannot match fewer). Either way the same rows qualify (up to the
+    caps), so the same scorer ranks them whatever the user's size.
     """
     fts = fts_table(table)
-    tokens = _tokens(query)
-    if not tokens or not namespaces or not states or limit <= 0 or kinds == []:
+    patterns = list(dict.fromkeys(p for p in patterns if p))
+    if not patterns or not namespaces or not states or cap <= 0 or kinds == []:
         return []
     where, params = _filters(user_id, namespaces, kinds, states)
-    long_tokens = list(dict.fromkeys(t for t in tokens if len(t) >= MIN_TRIGRAM_CHARS))
-    if long_tokens and _rows_of(db, table, where, params, SCAN_BELOW_ROWS) >= SCAN_BELOW_ROWS:
-        match = "{key value} : (" + " OR ".join(_phrase(t) for t in long_tokens) + ")"
+    if user_rows < SCAN_BELOW_ROWS:
+        return _like_rows(db, table, where, params, patterns, cap, SCAN_BELOW_ROWS)
+    long = [p for p in patterns if len(p) >= MIN_TRIGRAM_CHARS]
+    short = [p for p in patterns if len(p) < MIN_TRIGRAM_CHARS]
+    found: dict[str, Row] = {}
+    if long:
+        match = "{key value} : (" + " OR ".join(_phrase(t) for t in long) + ")"
         if len(user_id) >= MIN_TRIGRAM_CHARS:
             # Only rows whose user id contains this one (the join below keeps the exact user).
             match = f"user_id : {_phrase(user_id)} AND ({match})"
-        rows = db.conn.execute(
-            f"SELECT m.id, bm25({fts}, {_KEY_WEIGHT}, {_VALUE_WEIGHT}, {_USER_WEIGHT}) AS rank"
-            f" FROM {fts} JOIN {table} AS m ON m.rowid = {fts}.rowid"
-            f" WHERE {fts} MATCH ? AND {where} ORDER BY rank, m.id LIMIT ?",
-            [match, *params, limit],
-        ).fetchall()
-        if not rows:
-            return []
-        best = rows[0][1]
-        return [(mid, rank / best if best < 0 else 1.0) for mid, rank in rows]
-    # A user's few hundred rows: reading them through the owner index costs less than FTS5
-    # reading the posting lists of words every user writes (measured at 1,000,000 rows:
-    # p99 81 ms through the index, a few ms by the scan).
-    # As in FTS5 matching, words under three characters count only when there is no other.
-    tokens = long_tokens or list(dict.fromkeys(tokens))
-    hits = " + ".join(
-        "(coalesce(key, '') LIKE ? ESCAPE '\\' OR value LIKE ? ESCAPE '\\')" for _ in tokens
+        for row in db.conn.execute(
+            f"SELECT m.id, m.key, m.value FROM {fts} JOIN {table} AS m"
+            f" ON m.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {where} LIMIT ?",
+            [match, *params, cap],
+        ):
+            found[row[0]] = row
+    if short and len(found) < cap:
+        for row in _like_rows(db, table, where, params, short, cap, SHORT_SCAN_ROWS):
+            found.setdefault(row[0], row)
+    return list(found.values())[:cap]
+
+
+def _like_rows(
+    db: Database,
+    table: str,
+    where: str,
+    params: list[object],
+    patterns: Sequence[str],
+    cap: int,
+    scan: int,
+) -> list[Row]:
+    """Rows among the first ``scan`` of the filters' whose key or value contains a pattern."""
+    any_hit = " OR ".join(
+        "coalesce(key, '') LIKE ? ESCAPE '\\' OR value LIKE ? ESCAPE '\\'" for _ in patterns
     )
-    patterns = [p for t in tokens for p in (_like_pattern(t),) * 2]
-    rows = db.conn.execute(
-        f"SELECT id, hits FROM ("
-        f" SELECT m.id, {hits} AS hits FROM {table} AS m WHERE {where} LIMIT ?"
-        f") WHERE hits > 0 ORDER BY hits DESC, id LIMIT ?",
-        [*patterns, *params, SHORT_SCAN_ROWS, limit],
-    ).fetchall()
-    if not rows:
-        return []
-    best = rows[0][1]
-    return [(mid, count / best) for mid, count in rows]  # relative to the best hit, as above
+    likes = [p for t in patterns for p in (_like_pattern(t),) * 2]
+    return [
+        tuple(row)  # type: ignore[misc]
+        for row in db.conn.execute(
+            f"SELECT id, key, value FROM (SELECT m.id, m.key, m.value FROM {table} AS m"
+            f" WHERE {where} LIMIT ?) WHERE {any_hit} LIMIT ?",
+            [*params, scan, *likes, cap],
+        )
+    ]

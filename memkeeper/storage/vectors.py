@@ -17,8 +17,13 @@ an entry erased while its batch was being embedded leaves nothing behind.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
@@ -47,7 +52,9 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+@functools.lru_cache(maxsize=65536)
 def _entry_hash(kind: str, key: str | None, value: str) -> str:
+    """The hash of an entry's text, memoized: search checks every vector of a user."""
     return text_hash(embedding_text(kind, key, value))
 
 
@@ -145,36 +152,127 @@ def user_vectors(
     empty = (list[str](), np.zeros((0, dims), dtype=np.float32))
     if not namespaces or (ids is not None and not ids):
         return empty
-    where = [
-        "m.user_id = ?",
-        f"m.namespace IN ({placeholders(len(namespaces))})",
-        f"m.state IN ({placeholders(len(CURRENT_STATES))})",
-        "v.model = ?",
-        "v.dims = ?",
-    ]
-    params: list[Any] = [user_id, *namespaces, *CURRENT_STATES, model, dims]
-    found: list[str] = []
-    blobs: list[bytes] = []
+    generation = db.conn.execute("SELECT max(rowid) FROM vectors").fetchone()[0]
+    if generation is None:
+        return empty
+    current: list[tuple[str, str]] = []  # (id, hash of its text now), in id order
     for part in [None] if ids is None else chunks(list(ids)):
-        clause = list(where)
-        extra: list[Any] = []
+        clause = [
+            "user_id = ?",
+            f"namespace IN ({placeholders(len(namespaces))})",
+            f"state IN ({placeholders(len(CURRENT_STATES))})",
+        ]
+        params: list[Any] = [user_id, *namespaces, *CURRENT_STATES]
         if part is not None:
-            clause.append(f"m.id IN ({placeholders(len(part))})")
-            extra = list(part)
-        rows = db.conn.execute(
-            "SELECT m.id, m.kind, m.key, m.value, v.value_hash, v.vector FROM memories AS m"
-            f" JOIN vectors AS v ON v.memory_id = m.id WHERE {' AND '.join(clause)}"
-            " ORDER BY m.id",
-            params + extra,
-        ).fetchall()
-        for memory_id, kind, key, value, value_hash, blob in rows:
-            if value_hash == _entry_hash(kind, key, value) and len(blob) == dims * 4:
-                found.append(memory_id)
-                blobs.append(blob)
+            clause.append(f"id IN ({placeholders(len(part))})")
+            params += list(part)
+        current += [
+            (memory_id, _entry_hash(kind, key, value))
+            for memory_id, kind, key, value in db.conn.execute(
+                f"SELECT id, kind, key, value FROM memories WHERE {' AND '.join(clause)}",
+                params,
+            )
+        ]
+    current.sort()
+    cache_key = (user_id, tuple(namespaces), model, dims)
+    cached = _cached(db, cache_key, generation) if ids is None else None
+    if cached is None or not _still_valid(db, cached, current, model, dims):
+        cached = _read_vectors(db, [i for i, _ in current], model, dims, generation)
+        if ids is None:
+            _remember(db, cache_key, cached)
+    found = [i for i, digest in current if cached.hashes.get(i) == digest]
     if not found:
         return empty
+    return found, cached.matrix[[cached.rows[i] for i in found]]
+
+
+def _still_valid(
+    db: Database, cached: _Vectors, current: list[tuple[str, str]], model: str, dims: int
+) -> bool:
+    """Whether ``cached`` holds every current vector of these entries: each was looked at
+    when it was read, none was re-embedded since (its text hash), and none of those that
+    had no vector has one now (a rowid can be reused, so the generation alone is not enough)."""
+    without: list[str] = []
+    for memory_id, digest in current:
+        if memory_id not in cached.checked:
+            return False
+        held = cached.hashes.get(memory_id)
+        if held is None:
+            without.append(memory_id)
+        elif held != digest:
+            return False  # changed since: re-read, in case it was re-embedded meanwhile
+    for part in chunks(without):
+        found = db.conn.execute(
+            "SELECT 1 FROM vectors WHERE model = ? AND dims = ?"
+            f" AND memory_id IN ({placeholders(len(part))}) LIMIT 1",
+            [model, dims, *part],
+        ).fetchone()
+        if found:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class _Vectors:
+    """A user's vectors as read at ``generation`` (the vectors table's highest rowid)."""
+
+    generation: int
+    checked: frozenset[str]  # the entries looked for when it was read
+    hashes: dict[str, str]  # memory id: the hash of the text its vector was made from
+    rows: dict[str, int]  # memory id: its row in matrix
+    matrix: numpy.ndarray
+
+
+CACHE_USERS = 32
+"""Users whose vectors each open database keeps in memory (see :func:`user_vectors`)."""
+
+_cache_lock = threading.Lock()
+_caches: weakref.WeakKeyDictionary[Database, OrderedDict[tuple[Any, ...], _Vectors]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _cached(db: Database, key: tuple[Any, ...], generation: int) -> _Vectors | None:
+    with _cache_lock:
+        users = _caches.get(db)
+        found = users.get(key) if users is not None else None
+        if found is None or found.generation != generation:
+            return None
+        users.move_to_end(key)  # type: ignore[union-attr]
+        return found
+
+
+def _remember(db: Database, key: tuple[Any, ...], vectors: _Vectors) -> None:
+    with _cache_lock:
+        users = _caches.setdefault(db, OrderedDict())
+        users[key] = vectors
+        while len(users) > CACHE_USERS:
+            users.popitem(last=False)
+
+
+def _read_vectors(
+    db: Database, memory_ids: list[str], model: str, dims: int, generation: int
+) -> _Vectors:
+    """These entries' vectors of this model and dimension (blobs of another size skipped)."""
+    # Not "the caller's text hash": an entry whose text changed has a stale vector, which
+    # user_vectors leaves out by comparing hashes.
+    import numpy as np
+
+    hashes: dict[str, str] = {}
+    blobs: list[bytes] = []
+    rows: dict[str, int] = {}
+    for part in chunks(memory_ids):
+        for memory_id, value_hash, blob in db.conn.execute(
+            "SELECT memory_id, value_hash, vector FROM vectors WHERE model = ? AND dims = ?"
+            f" AND memory_id IN ({placeholders(len(part))})",
+            [model, dims, *part],
+        ):
+            if len(blob) == dims * 4:
+                rows[memory_id] = len(blobs)
+                hashes[memory_id] = value_hash
+                blobs.append(blob)
     matrix = np.frombuffer(b"".join(blobs), dtype="<f4").astype(np.float32).reshape(-1, dims)
-    return found, matrix
+    return _Vectors(generation, frozenset(memory_ids), hashes, rows, matrix)
 
 
 def delete_vectors(db: Database, memory_ids: Sequence[str]) -> int:

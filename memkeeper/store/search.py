@@ -1,26 +1,23 @@
-"""Search: a user's memories found by meaning, ranked as seed 003 §3.3 ranks them.
+"""Search: a user's memories found by meaning and by keywords, relevance first.
 
-Candidates come from two signals over the user's entries in the asked namespace and the
-user's profile (the default namespace ``""``), never anyone else's:
+Candidates come from two ranked lists over the user's entries in the asked namespace and
+the user's profile (the default namespace ``""``), never anyone else's:
 
-* keyword — the FTS5 trigram index over key and value (:mod:`memkeeper.storage.keywords`),
-  0..1 relative to the best match; works offline and without a key;
-* similarity — the cosine of the query's embedding with each entry's current vector
-  (:mod:`memkeeper.storage.vectors`, a brute-force dot product over the user's vectors); the
-  ``2 * limit`` most similar entries at or above ``[search] min_similarity`` are candidates.
-  Without a key, without vectors, or when the query cannot be embedded
-  (:mod:`memkeeper.store.semantic`), search is keyword-only.
+* the keyword list — every entry containing a query term, ranked by BM25 over that user's
+  own entries (:mod:`memkeeper.store.bm25`; candidates from
+  :mod:`memkeeper.storage.keywords`); works offline and without a key;
+* the vector list — the ``[search] vector_candidates`` entries whose current vector is
+  most similar to the query's embedding (:mod:`memkeeper.storage.vectors`, a brute-force dot
+  product), at or above ``[search] min_similarity``. Without a key, without vectors, or when
+  the query cannot be embedded (:mod:`memkeeper.store.semantic`), it is empty.
 
 Each candidate (active or pending review; cold entries with ``include_cold``; superseded
-values never) is scored::
-
-    score = weight_similarity·similarity + weight_keyword·keyword
-          + weight_confidence·confidence + weight_recency·0.5 ** (days since last use / half-life)
-
-with the ``[search]`` weights, ties going to the more recently used entry. The hits returned
-are marked used exactly as ``recall`` marks its value (:func:`memkeeper.store.recall.mark_found`
-and :func:`~memkeeper.store.recall.restore_found`): an active entry records a use, a
-pending-review one is renewed, a cold one is restored to active.
+values never) is scored by :mod:`memkeeper.store.fusion`: reciprocal-rank fusion of its two
+ranks, times a bounded prior of confidence and recent use. Neither list depends on
+``limit``, so the first k hits of a search are the hits of the same search with limit k.
+The hits returned are marked used exactly as ``recall`` marks its value
+(:func:`memkeeper.store.recall.mark_found` and :func:`~memkeeper.store.recall.restore_found`):
+an active entry records a use, a pending-review one is renewed, a cold one is restored.
 """
 
 from __future__ import annotations
@@ -32,15 +29,15 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper import logs, validation
-from memkeeper.clock import days_between
+from memkeeper.clock import days_between, from_db
 from memkeeper.errors import StorageUnwritable
 from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResults
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.files import placeholders
-from memkeeper.storage.keywords import keyword_scores
+from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.vectors import user_vectors
-from memkeeper.store import semantic
+from memkeeper.store import fusion, semantic
+from memkeeper.store.bm25 import keyword_scores
 from memkeeper.store.core import StoreCore
 from memkeeper.store.recall import mark_found, restore_found
 
@@ -48,9 +45,6 @@ log = logs.get_logger("memkeeper.search")
 
 LIVE_STATES = ("active", "pending_review")
 """The hot states search returns (superseded values never)."""
-
-MIN_POOL = 50
-"""Fewest keyword candidates asked of the index, before ranking."""
 
 
 def search(
@@ -76,48 +70,93 @@ def search(
         return SearchResults()
     namespaces = tuple(dict.fromkeys((namespace, "")))
     started = time.perf_counter()
-    similar, embed_ms, used_vectors = _similar(
-        core, user_id, namespaces, query, 2 * limit + len(exclude)
+    similar, embed_ms, used_vectors = _similar(core, user_id, namespaces, query)
+    keyword, facts = _keyword_and_facts(
+        core, user_id, namespaces, query, wanted, include_cold, similar
     )
-    pool = max(MIN_POOL, 10 * limit + len(exclude))
-    keyword, memories = _keyword_and_rows(
-        core, user_id, namespaces, query, wanted, include_cold, pool, similar
-    )
-    now = core.now()
-    hits = [
-        _hit(core, memory, similar.get(memory.id, 0.0), keyword.get(memory.id, 0.0), now)
-        for memory in memories
-        if memory.id not in exclude
-    ]
-    hits.sort(key=lambda h: (-h.score, -h.memory.last_used_at.timestamp(), h.memory.id))
-    chosen = SearchResults(_mark(core, hits[:limit]))
+    ranked = _rank(core, keyword, similar, facts, exclude)
+    chosen = SearchResults(_mark(core, _load(core, ranked[:limit], facts)))
     chosen.embed_ms = embed_ms
     chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
     chosen.semantic = used_vectors
-    log.debug("search", candidates=len(hits), hits=len(chosen), **chosen.timing())
+    log.debug("search", candidates=len(ranked), hits=len(chosen), **chosen.timing())
     return chosen
 
 
-def _hit(
-    core: StoreCore, memory: Memory, similarity: float, keyword: float, now: datetime
-) -> SearchHit:
-    weights = core.config.search
-    days = max(0.0, days_between(memory.last_used_at, now))
-    recency = 0.5 ** (days / weights.recency_half_life_days)
-    score = (
-        weights.weight_similarity * similarity
-        + weights.weight_keyword * keyword
-        + weights.weight_confidence * memory.confidence
-        + weights.weight_recency * recency
-    )
-    return SearchHit(memory, score, similarity, keyword, memory.confidence, recency)
+Ranked = tuple[str, float, float, float, float, float]
+"""(id, score, similarity, keyword 0-1, confidence, recency) of one candidate."""
+
+
+def _rank(
+    core: StoreCore,
+    keyword: list[tuple[str, float]],
+    similar: list[tuple[str, float]],
+    facts: dict[str, Any],
+    exclude: Collection[str],
+) -> list[Ranked]:
+    """Every live candidate scored (:mod:`memkeeper.store.fusion`), best first."""
+    settings = core.config.search
+    keyword_ranks, vector_ranks = fusion.ranks(keyword), fusion.ranks(similar)
+    best = keyword[0][1] if keyword else 0.0
+    keyword_of, similarity_of = dict(keyword), dict(similar)
+    now = core.now()
+    ranked: list[tuple[Ranked, datetime]] = []
+    for memory_id, row in facts.items():
+        if memory_id in exclude:
+            continue
+        last_used = _last_used(row)
+        days = max(0.0, days_between(last_used, now))
+        recency = 0.5 ** (days / settings.recency_half_life_days)
+        confidence = float(row["confidence"])
+        fused = fusion.fuse(
+            settings,
+            keyword_ranks.get(memory_id),
+            vector_ranks.get(memory_id),
+            confidence,
+            recency,
+        )
+        if fused.relevance <= 0:
+            continue  # in no list (a weight of 0): nothing about it matches
+        share = keyword_of.get(memory_id, 0.0) / best if best > 0 else 0.0
+        item = (memory_id, fused.score, similarity_of.get(memory_id, 0.0), share)
+        ranked.append(((*item, confidence, recency), last_used))
+    ranked.sort(key=lambda r: (-r[0][1], -r[1].timestamp(), r[0][0]))
+    return [r for r, _ in ranked]
+
+
+def _last_used(row: Any) -> datetime:
+    """The latest of written, re-confirmed and recalled (:attr:`Memory.last_used_at`)."""
+    updated = from_db(row["updated_at"])
+    accessed = from_db(row["last_accessed_at"])
+    assert updated is not None
+    return accessed if accessed is not None and accessed > updated else updated
+
+
+def _load(core: StoreCore, ranked: list[Ranked], facts: dict[str, Any]) -> list[SearchHit]:
+    """The chosen candidates as hits, their full rows read (one left meanwhile is dropped)."""
+    storage = core.storage
+    rows: dict[str, Any] = {}
+    with storage.lock:
+        for table in ("memories", "cold_memories"):
+            ids = [r[0] for r in ranked if facts[r[0]]["table"] == table]
+            db = storage.hot if table == "memories" else storage.cold(create=False)
+            if ids and db is not None:
+                query = f"SELECT * FROM {table} WHERE id IN ({placeholders(len(ids))})"
+                rows.update((row["id"], row) for row in db.query(query, ids))
+    hits = []
+    for memory_id, score, similarity, keyword, confidence, recency in ranked:
+        if memory_id in rows:
+            memory = Memory.from_image(image_of(rows[memory_id]))
+            hits.append(SearchHit(memory, score, similarity, keyword, confidence, recency))
+    return hits
 
 
 def _similar(
-    core: StoreCore, user_id: str, namespaces: Sequence[str], query: str, top: int
-) -> tuple[dict[str, float], float, bool]:
-    """The ``top`` entries most similar to ``query`` (id: cosine), the embedding's ms, and
-    whether similarity took part (False: keyword-only)."""
+    core: StoreCore, user_id: str, namespaces: Sequence[str], query: str
+) -> tuple[list[tuple[str, float]], float, bool]:
+    """The vector list: up to ``vector_candidates`` entries most similar to ``query`` (id,
+    cosine; best first, at or above ``min_similarity``), the embedding's ms, and whether
+    similarity took part (False: keyword-only)."""
     settings = core.config.search
     with core.storage.lock:
         ids, matrix = user_vectors(
@@ -128,50 +167,58 @@ def _similar(
             dims=settings.embedding_dimensions,
         )
     if not ids:
-        return {}, 0.0, False
+        return [], 0.0, False
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
     if vector is None:
-        return {}, embed_ms, False
+        return [], embed_ms, False
     import numpy as np
 
     similarities = matrix @ vector
-    best = np.argsort(-similarities, kind="stable")[:top]
-    found = {
-        ids[i]: float(min(1.0, similarities[i]))
+    # Ties by id (ids are sorted): the same list whatever the limit.
+    best = np.argsort(-similarities, kind="stable")[: settings.vector_candidates]
+    found = [
+        (ids[i], float(min(1.0, similarities[i])))
         for i in best
         if similarities[i] >= settings.min_similarity
-    }
+    ]
     return found, embed_ms, True
 
 
-def _keyword_and_rows(
+def _keyword_and_facts(
     core: StoreCore,
     user_id: str,
     namespaces: Sequence[str],
     query: str,
     kinds: Sequence[str],
     include_cold: bool,
-    pool: int,
-    similar: dict[str, float],
-) -> tuple[dict[str, float], list[Memory]]:
-    """The keyword scores, and every candidate's row (hot first; cold when asked)."""
-    args: dict[str, Any] = dict(
-        user_id=user_id, namespaces=namespaces, query=query, kinds=kinds, limit=pool
-    )
+    similar: list[tuple[str, float]],
+) -> tuple[list[tuple[str, float]], dict[str, Any]]:
+    """The keyword list (hot and, when asked, cold; BM25 best first), and every live
+    candidate's row by id (hot first)."""
+    args: dict[str, Any] = dict(user_id=user_id, namespaces=namespaces, query=query, kinds=kinds)
     storage = core.storage
     with storage.lock:
-        keyword = dict(keyword_scores(storage.hot, table="memories", states=LIVE_STATES, **args))
-        rows = _rows(storage.hot, "memories", [*keyword, *similar], user_id, namespaces, kinds)
+        keyword = keyword_scores(storage.hot, table="memories", states=LIVE_STATES, **args)
+        wanted = [*(i for i, _ in keyword), *(i for i, _ in similar)]
+        rows = _rows(storage.hot, "memories", wanted, user_id, namespaces, kinds)
         cold = storage.cold(create=False) if include_cold else None
         if cold is not None:
             cold_scores = keyword_scores(cold, table="cold_memories", states=("cold",), **args)
-            keyword.update((i, s) for i, s in cold_scores if i not in keyword)
-            ids = [i for i in [*keyword, *similar] if i not in {row["id"] for row in rows}]
-            cold_rows = _rows(cold, "cold_memories", ids, user_id, namespaces, kinds)
+            seen = {row["id"] for row in rows}
+            cold_ids = [i for i, _ in cold_scores if i not in seen]
+            cold_rows = _rows(cold, "cold_memories", cold_ids, user_id, namespaces, kinds)
             rows += _not_shadowed(storage.hot, cold_rows, user_id)
-    return keyword, [Memory.from_image(image_of(row)) for row in rows]
+            keyword = sorted(
+                [*keyword, *((i, s) for i, s in cold_scores if i not in seen)],
+                key=lambda item: (-item[1], item[0]),
+            )
+    return keyword, {row["id"]: row for row in rows}
+
+
+FACTS = ("id", "kind", "namespace", "key", "confidence", "updated_at", "last_accessed_at")
+"""The columns ranking reads of every candidate (the chosen few are read whole)."""
 
 
 def _rows(
@@ -182,24 +229,26 @@ def _rows(
     namespaces: Sequence[str],
     kinds: Sequence[str],
 ) -> list[Any]:
-    """The rows of these ids that belong to the user, namespaces and kinds, and are live."""
+    """The :data:`FACTS` of these ids that belong to the user, namespaces and kinds, and
+    are live, each with the ``table`` it is in."""
     ids = list(dict.fromkeys(ids))
     if not ids:
         return []
     states = "state = 'cold' AND cold_reason != 'superseded'"
     if table == "memories":
         states = f"state IN ({placeholders(len(LIVE_STATES))})"
-    params = [*ids, user_id, *namespaces, *kinds]
-    if table == "memories":
-        params += LIVE_STATES
-    return list(
-        db.query(
-            f"SELECT * FROM {table} WHERE id IN ({placeholders(len(ids))}) AND user_id = ?"
-            f" AND namespace IN ({placeholders(len(namespaces))})"
+    found: list[Any] = []
+    for part in chunks(ids):
+        params = [*part, user_id, *namespaces, *kinds]
+        if table == "memories":
+            params += LIVE_STATES
+        found += db.conn.execute(
+            f"SELECT {', '.join(FACTS)} FROM {table} WHERE id IN ({placeholders(len(part))})"
+            f" AND user_id = ? AND namespace IN ({placeholders(len(namespaces))})"
             f" AND kind IN ({placeholders(len(kinds))}) AND {states}",
             params,
-        )
-    )
+        ).fetchall()
+    return [dict(zip(FACTS, row, strict=True)) | {"table": table} for row in found]
 
 
 def _not_shadowed(hot: Any, cold_rows: list[Any], user_id: str) -> list[Any]:

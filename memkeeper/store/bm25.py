@@ -1,0 +1,240 @@
+"""Keyword relevance: Okapi BM25 over one user's own entries, for every user size.
+
+Tokenization (:func:`terms`), the same for queries and entries:
+
+* **English and other spaced scripts:** runs of letters and digits (``_`` splits, so
+  ``report_format`` is ``report`` and ``format``), case-folded, stop words dropped, one
+  letter dropped, and lightly stemmed (:func:`stem`: plural ``-s``/``-es``/``-ies``,
+  ``-ing``, ``-ed``), so "reports" finds ``report_format`` and "deployed" finds "deploy".
+* **Chinese, Japanese, Korean** (no spaces): each run of such characters becomes its
+  overlapping two-character pieces (a single character stays itself), so "公司logo" finds
+  "封面加公司logo" through ``公司`` and ``logo``, a two-character word like ``封面`` is a term,
+  and a three-character match (today's trigram behaviour) scores as two adjacent pieces.
+
+Scoring (:func:`score_rows`): an entry's term frequency counts its key twice and its value
+once; its length is its characters (key + value). With ``N`` the user's entries in the
+namespaces, kinds and states searched, ``avgdl`` their mean length and ``df`` how many of
+them contain the term::
+
+    idf(t)   = ln(1 + (N - df + 0.5) / (df + 0.5))
+    bm25(d)  = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 - b + b·len(d)/avgdl)),  k1 1.2, b 0.75
+
+Every statistic is of that user's own rows: another user's entries never change a user's
+ranking. The rows are the user's entries containing a query term as a substring (the
+candidates of :mod:`memkeeper.storage.keywords`), so ``df`` is exact up to that module's
+caps. Entries' term counts are cached per process by text (:data:`CACHE_SIZE`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+K1 = 1.2
+B = 0.75
+KEY_WEIGHT = 2
+CACHE_SIZE = 50_000
+"""Entries whose term counts are kept per process (keyed by their text)."""
+
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_RUNS = re.compile(rf"([{_CJK_CHARS}]+)|([^\W_{_CJK_CHARS}]+)")
+
+_STOP_TEXT = """a an and are as at be been but by can could did do does doing for from had has have
+    he her hers him his how i if in into is it its just me my no not of on or our ours she
+    should so than that the their them then there these they this those to too us was we
+    were what when where which who whom why will with would you your yours about any all
+    also am more most much very some such only own same other each few both here out over
+    under up down off again once s t don didn doesn isn wasn weren won wouldn shouldn"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+
+def stem(word: str) -> str:
+    """A light English stem: enough that plural and -ing/-ed forms meet their root."""
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("sses"):
+        return word[:-2]
+    if word.endswith("ing") and len(word) > 5:
+        return _undouble(word[:-3])
+    if word.endswith("ed") and len(word) > 4:
+        return _undouble(word[:-2])
+    if word.endswith(("ches", "shes", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _undouble(root: str) -> str:
+    if len(root) >= 3 and root[-1] == root[-2] and root[-1] not in "lsz":
+        return root[:-1]
+    return root
+
+
+def terms(text: str) -> list[str]:
+    """The text's terms, in order (repeats kept), as described in the module docstring."""
+    out: list[str] = []
+    for cjk, word in _RUNS.findall(text):
+        if cjk:
+            out += [cjk] if len(cjk) == 1 else [cjk[i : i + 2] for i in range(len(cjk) - 1)]
+            continue
+        folded = word.lower()
+        if len(folded) < 2 or folded in STOP_WORDS:
+            continue
+        out.append(stem(folded))
+    return out
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """A query's distinct terms, and for each the substring its entries must contain."""
+
+    terms: tuple[str, ...]
+    patterns: tuple[str, ...]
+
+
+def query_terms(query: str) -> QueryTerms:
+    """The query's distinct terms and their candidate patterns.
+
+    A stemmed term's pattern is the common prefix of the word and its stem ("replies" →
+    ``repl``), so every entry whose stem is the term contains the pattern. A query of stop
+    words only keeps them (a search for "the who" still finds something).
+    """
+    found: dict[str, str] = {}
+    for cjk, word in _RUNS.findall(query):
+        if cjk:
+            for piece in [cjk] if len(cjk) == 1 else [cjk[i : i + 2] for i in range(len(cjk) - 1)]:
+                found.setdefault(piece, piece)
+            continue
+        folded = word.lower()
+        if len(folded) < 2 or folded in STOP_WORDS:
+            continue
+        stemmed = stem(folded)
+        found.setdefault(stemmed, _common_prefix(folded, stemmed))
+    if not found:  # nothing but stop words or single letters: take them as they are
+        for _, word in _RUNS.findall(query):
+            if word:
+                found.setdefault(word.lower(), word.lower())
+    return QueryTerms(tuple(found), tuple(found.values()))
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n] or a
+
+
+_cache_lock = threading.Lock()
+_cache: OrderedDict[tuple[str, str], Counter[str]] = OrderedDict()
+
+
+def entry_counts(key: str | None, value: str) -> Counter[str]:
+    """An entry's weighted term counts (key terms count :data:`KEY_WEIGHT` times), cached."""
+    cache_key = (key or "", value)
+    with _cache_lock:
+        counts = _cache.get(cache_key)
+        if counts is not None:
+            return counts
+    counts = Counter(terms(value))
+    for term in terms(key or ""):
+        counts[term] += KEY_WEIGHT
+    with _cache_lock:
+        _cache[cache_key] = counts
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return counts
+
+
+def score_rows(
+    rows: Iterable[Sequence[Any]], query: QueryTerms, *, total: int, mean_length: float
+) -> list[tuple[str, float]]:
+    """BM25 of each row ``(id, key, value)`` that contains a query term, best first (ties
+    by id); ``total`` and ``mean_length`` are the user's entry count and mean length."""
+    rows = list(rows)
+    matched, df = _matches(rows, query.terms, exact=True)
+    missing = [t for t in query.terms if not df[t]]
+    if missing:  # a term no entry has as a word: taken as a prefix ("pd" finds "pdf")
+        more, more_df = _matches(rows, missing, exact=False)
+        df.update(more_df)
+        merged = {memory_id: (length, found) for memory_id, length, found in matched}
+        for memory_id, length, found in more:
+            merged[memory_id] = (length, merged.get(memory_id, (length, []))[1] + found)
+        matched = [(memory_id, length, found) for memory_id, (length, found) in merged.items()]
+    if not matched:
+        return []
+    n = max(total, len(matched))
+    avgdl = mean_length if mean_length > 0 else 1.0
+    idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+    scored = []
+    for memory_id, length, found in matched:
+        norm = K1 * (1 - B + B * length / avgdl)
+        scored.append((memory_id, sum(idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf in found)))
+    scored.sort(key=lambda item: (-item[1], item[0]))
+    return scored
+
+
+def _matches(
+    rows: Sequence[Sequence[Any]], wanted: Sequence[str], *, exact: bool
+) -> tuple[list[tuple[str, int, list[tuple[str, int]]]], Counter[str]]:
+    """Each row containing a wanted term (as a word, or a word's prefix): (id, length,
+    [(term, tf)]), and each term's document frequency among them."""
+    matched: list[tuple[str, int, list[tuple[str, int]]]] = []
+    df: Counter[str] = Counter()
+    for memory_id, key, value in rows:
+        counts = entry_counts(key, value)
+        if exact:
+            found = [(t, counts[t]) for t in wanted if t in counts]
+        else:
+            found = [(t, n) for t in wanted if (n := _prefix_count(counts, t))]
+        if found:
+            matched.append((memory_id, len(key or "") + len(value), found))
+            df.update(t for t, _ in found)
+    return matched, df
+
+
+def _prefix_count(counts: Counter[str], prefix: str) -> int:
+    return sum(n for term, n in counts.items() if term.startswith(prefix))
+
+
+def reset() -> None:
+    """Forget the cached term counts (tests)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def keyword_scores(
+    db: Any,
+    *,
+    table: str,
+    user_id: str,
+    namespaces: Sequence[str],
+    query: str,
+    kinds: Sequence[str] | None,
+    states: Sequence[str],
+) -> list[tuple[str, float]]:
+    """Ids of ``user_id``'s entries in ``table`` matching ``query``, by BM25, best first.
+
+    Only rows of ``user_id`` in ``namespaces`` with a state in ``states`` (and a kind in
+    ``kinds`` unless None) are candidates and only they make the statistics.
+    """
+    from memkeeper.storage.keywords import candidate_rows, user_rows_stats
+
+    wanted = query_terms(query)
+    if not wanted.terms:
+        return []
+    filters: dict[str, Any] = dict(
+        table=table, user_id=user_id, namespaces=namespaces, kinds=kinds, states=states
+    )
+    total, mean_length = user_rows_stats(db, **filters)
+    if total == 0:
+        return []
+    rows = candidate_rows(db, patterns=wanted.patterns, user_rows=total, **filters)
+    return score_rows(rows, wanted, total=total, mean_length=mean_length)
