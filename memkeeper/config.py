@@ -169,13 +169,14 @@ class LlmSection(_Section):
     base_url: str = Field(
         "",
         description="API base URL (any OpenAI-compatible endpoint). Empty: ZHIPUAI_BASE_URL, "
-        "else Zhipu's own.",
+        "else ZAI_BASE_URL, else Zhipu's own.",
     )
     api_key_env: str = Field(
         "ZHIPUAI_API_KEY",
         min_length=1,
-        description="Name of the environment variable holding the API key. The key itself is "
-        "never read from this file.",
+        description="Name of the environment variable holding the API key (with this "
+        "default, ZAI_API_KEY is read when it is unset). The key itself is never read from "
+        "this file.",
     )
     timeout_seconds: float = Field(60, gt=0, description="Timeout of one API call, in seconds.")
     max_retries: int = Field(

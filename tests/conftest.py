@@ -40,6 +40,8 @@ def isolated_user_dirs(
         if name.startswith("MEMKEEPER_") or name in (
             "ZHIPUAI_API_KEY",
             "ZHIPUAI_BASE_URL",
+            "ZAI_API_KEY",
+            "ZAI_BASE_URL",
             "NOTIFY_SOCKET",
             "JOURNAL_STREAM",
         ):

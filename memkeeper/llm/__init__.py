@@ -1,6 +1,7 @@
-"""The summarizer's LLM client: the ``zhipuai`` SDK, our own retries, and per-run budgets.
+"""The summarizer's LLM client: the GLM SDK, our own retries, and per-run budgets.
 
-:class:`LlmClient` wraps ``zhipuai.ZhipuAI`` (which speaks the OpenAI chat-completions
+:class:`LlmClient` wraps ``zai.ZhipuAiClient`` (or ``zhipuai.ZhipuAI`` where that SDK is the
+one installed, see :mod:`~memkeeper.llm.sdk`), which speaks the OpenAI chat-completions
 protocol, so any OpenAI-compatible endpoint works by base URL) and turns everything it can
 raise into a few exceptions of ours, each with a message that names the cause and never the
 API key:
@@ -19,7 +20,7 @@ reduced to an :class:`LlmAnswer`), :mod:`~memkeeper.llm.endpoint` (the key and t
 and :mod:`~memkeeper.llm.usage` (:class:`Usage` of one piece of work, and the run's
 :class:`Budget` of calls and tokens, globally and per user, safe to share between threads).
 
-The SDK loads lazily: ``zhipuai`` and ``httpx`` are imported when an :class:`LlmClient` is
+The SDK loads lazily: it and ``httpx`` are imported when an :class:`LlmClient` is
 created, never by importing this package, so code that only names these classes (the job
 registry, the CLI) does not pay for them.
 """

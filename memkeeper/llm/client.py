@@ -1,6 +1,7 @@
-"""The LLM client: chat completions through the ``zhipuai`` SDK, with our own retries.
+"""The LLM client: chat completions through the GLM SDK (:mod:`memkeeper.llm.sdk`), with our
+own retries.
 
-``zhipuai`` and ``httpx`` are imported when a client is created, not when this module is:
+The SDK and ``httpx`` are imported when a client is created, not when this module is:
 importing :mod:`memkeeper.llm` (or the summarize job, or the job registry) costs neither.
 """
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class LlmClient(SdkSession):
-    """Chat completions through the ``zhipuai`` SDK, with bounded retries of our own.
+    """Chat completions through the GLM SDK, with bounded retries of our own.
 
     One client per job run; safe to share between threads (httpx's client is). ``sleep`` is
     the backoff wait (a test seam); ``max_connections`` sizes the connection pool so that

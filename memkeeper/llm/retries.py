@@ -1,6 +1,7 @@
 """What an SDK failure means, and how long to wait before trying again.
 
-:func:`classify` maps whatever the ``zhipuai`` SDK raised during one attempt to one of:
+:func:`classify` maps whatever the GLM SDK (:mod:`memkeeper.llm.sdk`) raised during one
+attempt to one of:
 
 * a final error — :class:`LlmAuthError` (401/403), :class:`LlmRequestRejected` (any other 4xx
   but 408/409/429), :class:`LlmBadAnswer` (a body that is not a chat completion), or a plain
@@ -13,7 +14,7 @@ Retries are ours, not the SDK's (it is built with ``max_retries=0``), so each HT
 counted against the run's call budget and the backoff is configurable (tests use 10 ms).
 
 The SDK is imported here only inside :func:`classify`, which runs after a call was made, so
-it is loaded by then: importing this module loads neither ``zhipuai`` nor ``httpx``.
+it is loaded by then: importing this module loads neither SDK nor ``httpx``.
 """
 
 from __future__ import annotations
@@ -22,14 +23,12 @@ import json
 import math
 import random
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 from memkeeper.config import LlmSection
+from memkeeper.llm import sdk
 from memkeeper.llm.errors import LlmAuthError, LlmBadAnswer, LlmError, LlmRequestRejected
 from memkeeper.logs import redact
-
-if TYPE_CHECKING:
-    import zhipuai
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """HTTP statuses (besides every 5xx) worth retrying: timeouts, lock conflicts, rate limits."""
@@ -44,7 +43,7 @@ Retry = tuple[str, float | None]
 _ERRNO_PREFIX = re.compile(r"^\[Errno -?\d+\]\s*")
 
 
-def _server_detail(exc: zhipuai.APIStatusError) -> str:
+def _server_detail(exc: Any) -> str:
     """The server's own short error message (e.g. "模型不存在"), redacted and truncated."""
     try:
         body = exc.response.json()
@@ -58,7 +57,7 @@ def _server_detail(exc: zhipuai.APIStatusError) -> str:
     return f": {text[:200]}"
 
 
-def _connection_problem(exc: zhipuai.APIConnectionError) -> str:
+def _connection_problem(exc: Any) -> str:
     """What went wrong connecting, in words: "connection refused", "Name or service not known".
 
     The SDK's own message is only "Connection error."; the cause (an httpx error) says why.
@@ -72,7 +71,7 @@ def _connection_problem(exc: zhipuai.APIConnectionError) -> str:
     return f"connection failed ({kind}: {text[0].lower()}{text[1:]})"
 
 
-def _retry_after(exc: zhipuai.APIStatusError) -> float | None:
+def _retry_after(exc: Any) -> float | None:
     value = exc.response.headers.get("retry-after")
     try:
         seconds = float(value) if value is not None else None
@@ -90,9 +89,9 @@ def classify(
 
     A final :class:`LlmError`, a :data:`Retry`, or None when ``exc`` is not the SDK's.
     """
-    import zhipuai  # already loaded: only a client that exists makes calls that fail
+    chosen = sdk.load()  # already loaded: only a client that exists makes calls that fail
 
-    if isinstance(exc, zhipuai.APIStatusError):
+    if isinstance(exc, chosen.status_error):
         status = exc.status_code
         if status in AUTH_STATUS:
             return LlmAuthError(
@@ -108,17 +107,17 @@ def classify(
             )
         return f"HTTP {status}{_server_detail(exc)}", _retry_after(exc)
     # APITimeoutError is an APIConnectionError: it must be asked first.
-    if isinstance(exc, zhipuai.APITimeoutError):
+    if isinstance(exc, chosen.timeout_error):
         return f"no answer within {config.timeout_seconds:g} s", None
-    if isinstance(exc, zhipuai.APIConnectionError):
+    if isinstance(exc, chosen.connection_error):
         return _connection_problem(exc), None
-    if isinstance(exc, zhipuai.APIResponseValidationError | json.JSONDecodeError | UnicodeError):
+    if isinstance(exc, (chosen.validation_error, json.JSONDecodeError, UnicodeError)):
         return LlmBadAnswer(
             f"the LLM endpoint {endpoint} answered with a body that is not a chat "
             "completion (not JSON)",
             attempts=attempts,
         )
-    if isinstance(exc, zhipuai.ZhipuAIError):
+    if isinstance(exc, chosen.base_error):
         return LlmError(f"the LLM client failed ({type(exc).__name__})", attempts=attempts)
     return None
 

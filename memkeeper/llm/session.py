@@ -1,7 +1,8 @@
-"""What the chat client and the embedder share: the ``zhipuai`` SDK over a pooled httpx
-client, the endpoint as it may be logged, closing, and our own bounded retry loop.
+"""What the chat client and the embedder share: the GLM SDK (``zai-sdk`` or ``zhipuai``, see
+:mod:`memkeeper.llm.sdk`) over a pooled httpx client, the endpoint as it may be logged,
+closing, and our own bounded retry loop.
 
-``zhipuai`` and ``httpx`` are imported when a session is created, not when this module is.
+The SDK and ``httpx`` are imported when a session is created, not when this module is.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Self
 
 from memkeeper.config import LlmSection
-from memkeeper.llm.endpoint import describe_endpoint
+from memkeeper.llm import sdk
+from memkeeper.llm.endpoint import describe_endpoint, resolve_base_url
 from memkeeper.llm.errors import LlmError, LlmUnavailable
 from memkeeper.llm.retries import backoff
 from memkeeper.logs import register_secret
 
 if TYPE_CHECKING:
     import httpx
-    import zhipuai
 
 
 class SdkSession:
@@ -38,9 +39,9 @@ class SdkSession:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         import httpx  # deferred: only a run that calls the model pays for the SDK
-        import zhipuai
 
         register_secret(api_key)
+        chosen = sdk.load()
         self.config = config
         self.label = label
         self._sleep = sleep
@@ -52,12 +53,11 @@ class SdkSession:
             ),
         )
         try:
-            self._client: zhipuai.ZhipuAI = zhipuai.ZhipuAI(
+            self._client: Any = sdk.make_client(
+                chosen,
                 api_key=api_key,
-                # None: the SDK reads ZHIPUAI_BASE_URL, else uses Zhipu's own endpoint.
-                base_url=config.base_url or None,
+                base_url=resolve_base_url(config.base_url or None),
                 timeout=config.timeout_seconds,
-                max_retries=0,
                 http_client=self._http,
             )
         except Exception as exc:
