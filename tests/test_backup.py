@@ -256,7 +256,7 @@ def test_the_commands(tmp_path: Path, db_path: Path, capsys) -> None:
     assert main([*db, "backup", str(backup), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["files"]["hot"]["rows"]["memories"] == 16
-    assert data["writers_blocked_ms"] < 1000
+    assert data["writers_blocked_ms"] >= 0  # measured, not bounded: see the test below
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x").write_text("x")
     assert main([*db, "backup", str(tmp_path / "other")]) == EXIT_CANT_CREATE
@@ -272,3 +272,32 @@ def test_the_commands(tmp_path: Path, db_path: Path, capsys) -> None:
     os.truncate(backup / "memory.db", 4096)
     assert main([*db, "restore-backup", str(backup)]) == EXIT_DATABASE
     assert "truncated or changed" in capsys.readouterr().err
+
+
+def test_writers_commit_while_the_copy_runs_and_the_copy_is_the_snapshot(
+    backed_up, tmp_path, monkeypatch
+) -> None:
+    """Writers wait only for the snapshots to open, never for the copy (an order, not a
+    time: the bound once asserted here is measured by the bench, writers_blocked_ms)."""
+    import memkeeper.storage.backup as backup_module
+
+    store, _ = backed_up
+    copy = backup_module._copy
+    committed = []
+
+    def write_during_copy(source, target):
+        other = sqlite3.connect(store.path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # fails at once if the backup held the lock
+            other.execute("UPDATE memories SET source = 'during-copy' WHERE user_id = 'bob'")
+            other.execute("COMMIT")
+            committed.append(target.name)
+        finally:
+            other.close()
+        copy(source, target)
+
+    monkeypatch.setattr(backup_module, "_copy", write_during_copy)
+    take(store.storage, tmp_path / "during", now=T0, version="test")
+    assert committed == ["memory.db.partial", "memory-cold.db.partial"]
+    sources = {row["source"] for row in raw_rows(tmp_path / "during" / "memory.db", "memories")}
+    assert "during-copy" not in sources  # the copy is of the snapshot taken before the write

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 from helpers import current_images, locations, replay
+from helpers.locks import integrity
 
 from memkeeper import MemoryStore
+from memkeeper.paths import cold_path_for
 
 LONG = bool(os.environ.get("MEMKEEPER_LONG_TESTS"))
 AGENTS = 8
@@ -33,13 +35,27 @@ T0 = datetime(2026, 1, 1, 9, tzinfo=UTC)
 
 WORKER = textwrap.dedent(
     """
-    import json, random, sys
+    import json, os, random, sys
     from datetime import datetime, timedelta
     from memkeeper import MemoryStore
     from memkeeper.maintenance import curation
     from memkeeper.maintenance.runner import run_once
 
     db, role, ident, ops = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+    def locked(path):
+        # Whether this process still holds a POSIX lock on the database (None: unknown).
+        if not os.path.exists("/proc/locks"):
+            return None
+        inode, pid = os.stat(path).st_ino, os.getpid()
+        with open("/proc/locks") as table:
+            for line in table:
+                fields = line.replace("->", " ").split()
+                if fields[1] == "POSIX" and int(fields[4]) == pid and \
+                        int(fields[5].rsplit(":", 1)[-1]) == inode:
+                    return True
+        return False
+
     now = [None]
     store = MemoryStore(db, clock=lambda: now[0], actor=f"{role}{ident}")
     users, keys = ["u0", "u1", "u2"], [f"k{i}" for i in range(6)]
@@ -75,13 +91,17 @@ WORKER = textwrap.dedent(
                 done += 1
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
-        print("RESULT " + json.dumps({"done": done, "errors": errors}), flush=True)
+        print("RESULT " + json.dumps({"done": done, "errors": errors, "locked": locked(db)}),
+              flush=True)
     store.close()
     """
 )
 
 
 def _check_invariants(db_path: Path) -> None:
+    for path in (db_path, cold_path_for(db_path)):
+        if path.exists():
+            assert integrity(path) == ["ok"], path
     conn = sqlite3.connect(db_path)
     try:
         doubled = conn.execute(
@@ -132,6 +152,19 @@ def test_agents_and_passes_in_many_processes_keep_every_invariant(db_path: Path)
                 result = json.loads(line.removeprefix("RESULT "))
                 assert result["errors"] == [], (role, n, round_, result["errors"])
                 assert result["done"] == OPS
+                # Its forgets and passes left the process's SQLite lock in place (issue 18).
+                assert result["locked"] in (True, None), (role, n, round_)
+            # A short-lived process closing the database must not take itself for the last
+            # user: the workers still have it open, so the write-ahead log stays.
+            done = subprocess.run(
+                [sys.executable, "-m", "memkeeper", "--db", str(db_path), "list", "--limit", "1"],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            assert Path(f"{db_path}-wal").exists()
             _check_invariants(db_path)
     finally:
         for worker in workers:

@@ -98,14 +98,13 @@ class Service:
             while True:
                 self.messages.append(self.sock.recv(4096).decode())
 
-    def stop_and_time(self, timeout: float = 10.0) -> tuple[int, float]:
-        """SIGTERM; the exit code and how long the process took to exit."""
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM; the exit code. How fast a service stops is not asserted here (a loaded
+        machine makes any bound flaky): tests assert what it finished and what it left."""
         self.signal(signal.SIGTERM)
-        started = time.monotonic()
         code = self.proc.wait(timeout=timeout)
-        elapsed = time.monotonic() - started
         self.drain()
-        return code, elapsed
+        return code
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -303,9 +302,8 @@ def test_service_catches_up_reloads_and_stops(
     reloaded = service.wait_message("READY=1", 10, start=mark)
     assert "(Europe/Berlin)" in reloaded
 
-    code, elapsed = service.stop_and_time()
+    code = service.stop()
     assert code == 0, service.log()
-    assert elapsed < 5
     assert any("STOPPING=1" in message.split("\n") for message in service.messages)
     assert "service stopped" in service.log()
 
@@ -336,9 +334,9 @@ def test_sigterm_mid_job_interrupts_cleanly(
         return None
 
     run_id = wait_until(demote_underway, 20, "the demote catch-up to be under way")
-    code, elapsed = service.stop_and_time()
+    code = service.stop()
     assert code == 0, service.log()
-    assert elapsed < 5, f"stopping took {elapsed:.1f} s"
+    # Stopped mid-job, not after it: the run is interrupted with part of the work done (below).
     assert any("STOPPING=1" in message.split("\n") for message in service.messages)
 
     [(final_id, trigger, status, counts, _)] = demote_runs(db)
@@ -371,11 +369,16 @@ def test_killed_service_run_is_marked_and_caught_up(
     )
     first = services(db, config)
     first.wait_message("READY=1")
-    wait_until(
-        lambda: demote_runs(db) and changes_of(db, demote_runs(db)[-1][0]) > 0,
-        20,
-        "the demote catch-up to be under way",
-    )
+
+    def demote_running() -> bool:
+        runs = demote_runs(db)
+        return bool(runs) and runs[-1][2] == "running" and changes_of(db, runs[-1][0]) > 0
+
+    # Wait on the very condition asserted below, then freeze the process before looking
+    # again: what the kill leaves is what was checked (the run cannot finish in between).
+    wait_until(demote_running, 60, "the demote catch-up to be under way")
+    first.proc.send_signal(signal.SIGSTOP)
+    assert demote_running(), "the demote run finished before it could be killed"
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(timeout=10)
     [(killed_id, _, status, _, _)] = demote_runs(db)
@@ -390,7 +393,7 @@ def test_killed_service_run_is_marked_and_caught_up(
         (killed_id, "interrupted", ABANDONED_ERROR),
         (runs[1][0], "ok", None),
     ]
-    code, _ = second.stop_and_time()
+    code = second.stop()
     assert code == 0
     hot, cold = assert_every_entry_in_exactly_one_place(db, count)
     assert (hot, cold) == (0, count)

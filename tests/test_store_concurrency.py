@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import change_rows, raw_rows
+from helpers.locks import integrity
 
 from memkeeper import MemoryStore
 
@@ -77,6 +78,7 @@ def run_workers(db_path: Path, sync: Path, mode: str, count: int) -> None:
         _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err.decode()
         assert b"Traceback" not in err
+    assert integrity(db_path) == ["ok"]  # several writers left an intact file
 
 
 def test_concurrent_remember_from_several_processes_loses_nothing(

@@ -190,6 +190,47 @@ def write_manifest(dest: Path, manifest: dict[str, Any]) -> None:
     fsync_path(dest)
 
 
+def _one_line(exc: BaseException) -> str:
+    """An error's text on one line (SQLite's integrity reports span many)."""
+    return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+
+
+def _discard(partial: dict[str, Path]) -> None:
+    for path in partial.values():
+        for suffix in ("", *_SIDECARS):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _live_corrupt(storage: Storage) -> DatabaseError | None:
+    """When a copy fails, whether the live files are the culprit: one line saying so.
+
+    ``PRAGMA quick_check`` through the store's own connections (the live files are never
+    opened otherwise): a corrupt source makes a corrupt copy, and the operator must hear
+    about the database, not about the copy.
+    """
+    for db, path in (
+        (storage.hot, storage.hot_path),
+        (storage.cold(create=False), storage.cold_path),
+    ):
+        if db is None:
+            continue
+        try:
+            with storage.lock:
+                found = [str(row[0]) for row in db.conn.execute("PRAGMA quick_check(1)")]
+        except sqlite3.DatabaseError as exc:
+            found = [str(exc)]
+        if found != ["ok"]:
+            first = found[0].strip().splitlines()
+            detail = next((line for line in first if not line.startswith("***")), "")
+            return DatabaseError(
+                f"the live database {path} is corrupt (quick_check: {detail or 'failed'}); "
+                "nothing was backed up. Stop the agents and the service, then restore the "
+                "last good backup (memkeeper restore-backup DIR) or salvage it with "
+                f"'sqlite3 {path} .recover'"
+            )
+    return None
+
+
 def take(storage: Storage, dest: Path, *, now: datetime, version: str) -> dict[str, Any]:
     """Back up both files of ``storage`` into ``dest``; returns the manifest plus
     ``writers_blocked_ms`` (how long the hot write lock was held)."""
@@ -205,9 +246,15 @@ def take(storage: Storage, dest: Path, *, now: datetime, version: str) -> dict[s
             if storage.cold(create=False) is not None:
                 readers["cold"] = _snapshot(storage.cold_path, storage.busy_timeout_ms)
         blocked_ms = (time.perf_counter() - started) * 1000
-        described = {role: describe(conn, FILES[role][1]) for role, conn in readers.items()}
-        for role, conn in readers.items():
-            _copy(conn, partial[role])
+        try:
+            described = {role: describe(conn, FILES[role][1]) for role, conn in readers.items()}
+            for role, conn in readers.items():
+                _copy(conn, partial[role])
+        except sqlite3.DatabaseError as exc:
+            _discard(partial)
+            raise _live_corrupt(storage) or DatabaseError(
+                f"copying the database into {dest} failed, nothing was kept: {_one_line(exc)}"
+            ) from None
     finally:
         for conn in readers.values():
             conn.close()
@@ -219,10 +266,9 @@ def take(storage: Storage, dest: Path, *, now: datetime, version: str) -> dict[s
         try:
             check_file(partial[role], kind, files[role])
         except DatabaseError as exc:
-            for path in partial.values():
-                path.unlink(missing_ok=True)
-            raise DatabaseError(
-                f"the backup copy failed its check, nothing was kept: {exc}"
+            _discard(partial)
+            raise _live_corrupt(storage) or DatabaseError(
+                f"the backup copy failed its check, nothing was kept: {_one_line(exc)}"
             ) from None
     for role, (name, _) in FILES.items():
         os.replace(partial[role], dest / name)

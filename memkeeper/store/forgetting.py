@@ -2,16 +2,30 @@
 
 These only check the input and say what to erase; the erasure itself — hot and cold rows,
 their change-log rows, a content-free tombstone, and the scrub that leaves no byte of the
-erased text in either file — is :func:`memkeeper.storage.forgetting.erase`. An erasure
+erased text in either file — is :func:`memkeeper.storage.forgetting.erase`; files that
+``restore-backup`` set aside are reached too. An erasure
 cannot be undone: the change-log rows that could restore an entry are erased with it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from memkeeper import validation
 from memkeeper.errors import InvalidInput
-from memkeeper.storage.forgetting import Selection, erase
+from memkeeper.storage import set_aside
+from memkeeper.storage.files import Storage
+from memkeeper.storage.forgetting import Selection
+from memkeeper.storage.forgetting import erase as erase_live
 from memkeeper.store.core import StoreCore
+
+
+def erase(core_storage: Storage, selection: Selection, **how: Any) -> dict[str, int]:
+    """Erase in the live files, then in the files ``restore-backup`` set aside beside them
+    (:mod:`memkeeper.storage.set_aside`), which would otherwise keep the erased values."""
+    counts = erase_live(core_storage, selection, **how)
+    set_aside.reach(core_storage, selection, **how)
+    return counts
 
 
 def forget(core: StoreCore, user_id: str, key: str, *, namespace: str) -> int:
