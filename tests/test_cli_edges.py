@@ -3,6 +3,7 @@ terminal, import after a forget, usage errors that are exit 2, wording and progr
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -213,3 +214,28 @@ def test_status_aligns_every_table_and_uses_one_time_format(cli, db_path: Path) 
     assert re.search(
         r"last ok \d{4}-\d\d-\d\d \d\d:\d\d UTC; next \d{4}-\d\d-\d\d \d\d:\d\d UTC$", expire
     )
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_big_import_shows_progress_on_a_terminal_only(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Before: 22,000 entries imported in silence (issue 20 item 12)."""
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"facts": {f"k{i}": f"v{i}" for i in range(1500)}}))
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["--db", str(db_path), "import", str(big), "--user", "u"]) == 0
+    out = capsys.readouterr().out
+    shown = terminal.getvalue()
+    assert "\rimport: 0/1500 (0%)" in shown and shown.endswith("\rimport: 1500/1500 (100%)   \n")
+    assert "import:" not in out and "1500 created" in out
+    monkeypatch.undo()
+    # Not a terminal (capsys's stderr): no progress at all.
+    big.write_text(json.dumps({"facts": {f"k{i}": f"w{i}" for i in range(1500)}}))
+    assert main(["--db", str(db_path), "import", str(big), "--user", "u"]) == 0
+    assert "import:" not in capsys.readouterr().err
