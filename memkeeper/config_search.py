@@ -25,22 +25,26 @@ class SearchSection(Section):
     )
     limit: int = Field(3, gt=0, le=1000, description="Hits search() returns by default.")
     weight_similarity: float = Field(
-        1.0, ge=0, description="Weight of the semantic similarity (cosine, 0-1)."
+        1.0, ge=0, le=1000, description="Weight of the semantic similarity (cosine, 0-1)."
     )
     weight_keyword: float = Field(
-        0.5, ge=0, description="Weight of the keyword match (FTS5 trigram, 0-1)."
+        0.5, ge=0, le=1000, description="Weight of the keyword match (FTS5 trigram, 0-1)."
     )
     weight_confidence: float = Field(
-        3.0, ge=0, description="Weight of the entry's confidence (seed 003: confidence x 3)."
+        3.0,
+        ge=0,
+        le=1000,
+        description="Weight of the entry's confidence (seed 003: confidence x 3).",
     )
     weight_recency: float = Field(
         1.0,
         ge=0,
+        le=1000,
         description="Weight of the recent-use bonus: 0.5 ** (days since last use / "
         "recency_half_life_days).",
     )
     recency_half_life_days: float = Field(
-        30, gt=0, description="Days after which the recent-use bonus has halved."
+        30, gt=0, le=36_500, description="Days after which the recent-use bonus has halved."
     )
     min_similarity: float = Field(
         0.3,
@@ -65,6 +69,7 @@ class SearchSection(Section):
     query_timeout_s: float = Field(
         3.0,
         gt=0,
+        le=600,
         description="Timeout of the query's own embedding call, in seconds; on timeout or any "
         "failure search is keyword-only.",
     )
@@ -72,7 +77,7 @@ class SearchSection(Section):
         32, gt=0, le=2048, description="Entries embedded per API call by the index job."
     )
     index_max_calls_per_run: int = Field(
-        200, ge=0, description="Most embedding calls one run of the index job makes."
+        200, ge=0, le=1_000_000, description="Most embedding calls one run of the index job makes."
     )
     index_concurrency: int = Field(
         2, gt=0, le=64, description="Embedding calls the index job makes at the same time."

@@ -79,3 +79,86 @@ def test_a_number_too_long_to_convert_is_exit_65(cli, db_path: Path, tmp_path: P
     code, _out, err = cli("import", str(path))
     assert code == 65 and f"{path}: line 2: invalid JSON" in err, err
     assert stored(db_path) == []
+
+
+# -- item 14: every number in the config schema has a documented range ----------------------
+
+
+def number_fields():
+    from pydantic import BaseModel
+
+    from memkeeper.config import Config
+    from memkeeper.config_doc import is_number
+
+    def walk(model: type[BaseModel], prefix: str):
+        for name, field in model.model_fields.items():
+            annotation = field.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                yield from walk(annotation, f"{prefix}{name}.")
+            elif is_number(field):
+                yield f"{prefix}{name}", field
+
+    return list(walk(Config, ""))
+
+
+def test_every_number_in_the_schema_has_both_bounds_and_config_toml_says_them() -> None:
+    from memkeeper.config_doc import bounds, value_range
+
+    fields = number_fields()
+    assert len(fields) > 60
+    unbounded = [key for key, field in fields if bounds(field) is None]
+    assert unbounded == []
+    text = (Path(__file__).resolve().parent.parent / "config.toml").read_text(encoding="utf-8")
+    flat = " ".join(line.lstrip("# ") for line in text.splitlines())
+    for key, field in fields:
+        assert value_range(field).split(" to ")[-1] in flat, key
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "value"),
+    [
+        ("database", "busy_timeout_ms", str(10**15)),
+        ("limits", "max_value_bytes", str(10**12)),
+        ("scoring", "weight_confidence", "inf"),
+        ("search", "weight_confidence", "inf"),
+        ("search", "weight_keyword", "nan"),
+        ("search", "min_similarity", "-inf"),
+        ("llm", "timeout_seconds", "1e308"),
+        ("service", "lock_wait_seconds", "nan"),
+    ],
+)
+def test_a_number_out_of_range_is_exit_78_naming_the_file_and_key(
+    cli, tmp_path: Path, table: str, key: str, value: str
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f"[{table}]\n{key} = {value}\n")
+    code, out, err = cli("--config", str(config), "search", "bob", "Paris", "--json")
+    assert code == 78, err
+    assert out == ""
+    assert f"{config}: {table}.{key}" in err
+    assert cli("config", "check", str(config))[0] == 78
+
+
+def test_every_bound_is_accepted_and_search_json_stays_json(
+    cli, db_path: Path, tmp_path: Path
+) -> None:
+    """At the largest weights allowed the scores are finite: --json never has Infinity."""
+    with MemoryStore(db_path) as store:
+        store.remember("bob", "city", "Paris")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[search]\nweight_confidence = 1000\nweight_keyword = 1000\nweight_recency = 1000\n"
+    )
+    code, out, err = cli("--config", str(config), "search", "bob", "Paris", "--json")
+    assert code == 0, err
+    assert "Infinity" not in out and "NaN" not in out
+    [hit] = json.loads(out)
+    assert hit["score"] > 1000
+
+
+def test_print_json_never_prints_a_non_finite_number(capsys) -> None:
+    from memkeeper.cli import print_json
+
+    print_json({"score": float("inf"), "parts": [float("nan"), 1.5, -float("inf")]})
+    data = json.loads(capsys.readouterr().out)  # strict JSON: parse_constant would refuse
+    assert data == {"score": None, "parts": [None, 1.5, None]}

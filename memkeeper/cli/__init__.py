@@ -9,6 +9,7 @@ place that turns memkeeper's exceptions into a one-line message and a documented
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
@@ -138,10 +139,26 @@ _RAW_IN_JSON = re.compile("[\u0080-\u009f\u2028\u2029]")
 controls (U+009B starts an escape sequence on some terminals) and the line separators."""
 
 
+def _finite(data: Any) -> Any:
+    """``data`` with every infinite or NaN float replaced by None."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(value) for value in data]
+    return data
+
+
 def print_json(data: Any) -> None:
     """``data`` as indented JSON, exact for a program and inert on a terminal: control
     characters are escaped (``\\u009b``), which JSON decodes back to the same text."""
-    text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False, default=str)
+    try:
+        text = json.dumps(
+            data, ensure_ascii=False, indent=2, sort_keys=False, default=str, allow_nan=False
+        )
+    except ValueError:  # Infinity and NaN are not JSON: a non-finite number prints as null
+        text = json.dumps(_finite(data), ensure_ascii=False, indent=2, sort_keys=False, default=str)
     click.echo(_RAW_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
 
 
