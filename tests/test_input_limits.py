@@ -162,3 +162,49 @@ def test_print_json_never_prints_a_non_finite_number(capsys) -> None:
     print_json({"score": float("inf"), "parts": [float("nan"), 1.5, -float("inf")]})
     data = json.loads(capsys.readouterr().out)  # strict JSON: parse_constant would refuse
     assert data == {"score": None, "parts": [None, 1.5, None]}
+
+
+# -- item 15: one rule and one exit code for every --limit ----------------------------------
+
+
+def limit_commands() -> list[list[str]]:
+    import click
+
+    from memkeeper.cli import cli as group
+
+    def walk(command: click.Command, path: tuple[str, ...]):
+        if isinstance(command, click.Group):
+            for name, sub in sorted(command.commands.items()):
+                yield from walk(sub, (*path, name))
+        elif any("--limit" in getattr(p, "opts", ()) for p in command.params):
+            yield list(path)
+
+    found = list(walk(group, ()))
+    assert {"list", "log", "history", "search", "context"} <= {" ".join(p) for p in found}
+    return found
+
+
+ARGUMENTS = {"history": ["bob", "s1"], "search": ["bob", "Paris"], "context": ["bob"]}
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1000001", "99999999999999999999", "ten", ""])
+def test_every_limit_refuses_the_same_values_with_exit_2(cli, db_path: Path, value: str) -> None:
+    """Before: list took 1000001 and 10**20 (exit 0), log and search refused them with 65,
+    and 0 was 2 everywhere."""
+    with MemoryStore(db_path) as store:
+        store.remember("bob", "city", "Paris")
+    for path in limit_commands():
+        argv = [*path, *ARGUMENTS.get(path[-1], []), "--limit", value]
+        code, out, err = cli(*argv)
+        assert code == 2, (argv, err)
+        assert out == "" and "Invalid value for '--limit'" in err, argv
+
+
+def test_every_limit_takes_the_whole_range(cli, db_path: Path) -> None:
+    with MemoryStore(db_path) as store:
+        store.remember("bob", "city", "Paris")
+    for path in limit_commands():
+        for value in ("1", "1000000"):
+            argv = [*path, *ARGUMENTS.get(path[-1], []), "--limit", value]
+            code, _out, err = cli(*argv)
+            assert code in (0, 3), (argv, err)  # 3: no session s1, after the limit was taken

@@ -162,6 +162,14 @@ def print_json(data: Any) -> None:
     click.echo(_RAW_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
 
 
+def limit_type() -> click.IntRange:
+    """The one rule of every ``--limit``: a whole number from 1 to 1,000,000 (the library's
+    limit); anything else is a usage error (exit 2), before anything opens."""
+    from memkeeper.validation import MAX_LIMIT
+
+    return click.IntRange(1, MAX_LIMIT)
+
+
 def required_text(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """An identifier argument (USER, KEY, QUERY, an id) that is empty or blank is a usage
     error (exit 2), like a missing one; values stay data (an empty VALUE is exit 65)."""

@@ -7,7 +7,15 @@ from typing import Any
 import click
 
 from memkeeper.audit.explain import ACTION_VERBS, describe_change
-from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, required_text
+from memkeeper.cli import (
+    App,
+    json_option,
+    limit_type,
+    namespace_option,
+    pass_app,
+    print_json,
+    required_text,
+)
 from memkeeper.cli.render import VALUE_LIMIT, memory_label, memory_table, owner, shown, shown_lines
 from memkeeper.errors import NotFound
 from memkeeper.maintenance.locks import service_state
@@ -22,7 +30,7 @@ from memkeeper.service.schedule_info import job_schedule_status
 @click.option("--kind", type=click.Choice(KINDS), help="Only this kind.")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=limit_type(),
     help="Only the newest this many (by creation time), still printed oldest first.",
 )
 @json_option
@@ -61,7 +69,7 @@ def list_command(
 @click.option("--action", type=click.Choice(sorted(ACTION_VERBS)), help="Only this action.")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=limit_type(),
     default=100,
     show_default=True,
     help="Only the newest this many changes, still printed oldest first.",
@@ -158,7 +166,7 @@ def explain(app: App, memory_id: str, as_json: bool) -> None:
 @namespace_option
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=limit_type(),
     help="Only the newest this many messages, still printed oldest first.",
 )
 @json_option
