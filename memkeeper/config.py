@@ -309,11 +309,19 @@ def load_config(path: Path | None, *, explicit: bool = False) -> Config:
     if path is None:
         return Config()
     path = Path(path).expanduser()
-    if not path.exists():
+    try:
+        exists = path.exists()
+        is_dir = exists and path.is_dir()
+    except OSError as exc:  # a directory on the way this user may not enter
+        raise ConfigError(
+            f"cannot read config file {path}: {exc.strerror or exc} (check the permissions "
+            f"of {path.parent})"
+        ) from None
+    if not exists:
         if explicit:
             raise ConfigError(f"config file {path} does not exist")
         return Config()
-    if path.is_dir():
+    if is_dir:
         raise ConfigError(f"config file {path} is a directory")
     try:
         raw = path.read_bytes()

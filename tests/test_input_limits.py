@@ -4,6 +4,7 @@ documented exit code naming what is at fault, and writes nothing."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,43 @@ def test_every_limit_takes_the_whole_range(cli, db_path: Path) -> None:
             argv = [*path, *ARGUMENTS.get(path[-1], []), "--limit", value]
             code, _out, err = cli(*argv)
             assert code in (0, 3), (argv, err)  # 3: no session s1, after the limit was taken
+
+
+# -- item 17: an unreadable per-user config directory ---------------------------------------
+
+
+def test_an_unreadable_config_directory_is_exit_78_naming_the_path(
+    cli, isolated_user_dirs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a non-root user meets with a config directory mode 000 (root is never refused:
+    the next test makes the real one): the stat's PermissionError. Before: exit 1."""
+    import errno
+    import pathlib
+
+    directory = isolated_user_dirs / "config" / "memkeeper"
+    directory.mkdir(parents=True)
+    real_stat = pathlib.Path.stat
+
+    def stat(self: pathlib.Path, *args, **kwargs):
+        if self.parent == directory:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_stat(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "stat", stat)
+    code, out, err = cli("status")
+    assert code == 78, err
+    assert out == ""
+    assert f"cannot read config file {directory / 'config.toml'}: Permission denied" in err
+    assert f"check the permissions of {directory}" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a directory of mode 000")
+def test_a_real_config_directory_of_mode_000(cli, isolated_user_dirs: Path) -> None:
+    directory = isolated_user_dirs / "config" / "memkeeper"
+    directory.mkdir(parents=True)
+    directory.chmod(0)
+    try:
+        code, _out, err = cli("status")
+    finally:
+        directory.chmod(0o700)
+    assert code == 78 and str(directory) in err, err
