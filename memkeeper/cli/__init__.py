@@ -24,6 +24,7 @@ import click
 from click.core import ParameterSource
 
 from memkeeper import __version__, logs, settings
+from memkeeper.cli.commands import LazyGroup
 from memkeeper.clock import fixed, parse_user_time, system_now
 from memkeeper.config import Config, load_config
 from memkeeper.errors import EXIT_DATABASE, EXIT_ERROR, EXIT_USAGE, MemkeeperError
@@ -204,7 +205,10 @@ def parse_now(_ctx: click.Context, param: click.Parameter, value: str | None) ->
         raise click.BadParameter(str(exc), param=param) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="memkeeper")
 @click.option(
     "--db",
@@ -253,42 +257,6 @@ def cli(
     level = {0: "warning", 1: "info"}.get(verbose, "debug")
     # structlog stays unimported: every memkeeper logger is a stdlib one (memkeeper.logs).
     logs.configure(level=level, structlog_too=False)
-
-
-def _register_commands() -> None:
-    from memkeeper.cli import (
-        backup_cmd,
-        bench_cmd,
-        config_cmd,
-        demo_cmd,
-        inspect_cmd,
-        jobs_cmd,
-        mcp_cmd,
-        memory_cmd,
-        search_cmd,
-        summarize_cmd,
-        transfer_cmd,
-    )
-
-    for module in (
-        memory_cmd,
-        search_cmd,
-        inspect_cmd,
-        transfer_cmd,
-        config_cmd,
-        jobs_cmd,
-        bench_cmd,
-        demo_cmd,
-        mcp_cmd,
-        backup_cmd,
-        summarize_cmd,
-    ):
-        module.register(cli)
-    try:
-        from memkeeper.cli import service_cmd
-    except ImportError:  # pragma: no cover - absent only in partial checkouts
-        return
-    service_cmd.register(cli)
 
 
 def _fail(message: str, code: int, exc: BaseException | None = None) -> int:
@@ -362,6 +330,3 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     """The console script: run :func:`main` and exit with its code."""
     sys.exit(main())
-
-
-_register_commands()
