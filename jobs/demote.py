@@ -36,7 +36,7 @@ def run(ctx: JobContext) -> None:
             cold_image(image, "low_confidence", ctx.now),
             "retire",
             f"confidence {image['confidence']:g} < {config.min_confidence:g} and unused "
-            f"{unused} days > {config.unused_days} days",
+            f"{unused} days ≥ {config.unused_days} days",
         )
 
     for params in scopes:

@@ -65,7 +65,7 @@ def _expirer(ctx: JobContext, ttl: int, which: str):
             image,
             hot_image(image, "pending_review", ctx.now),
             "expire",
-            f"unused {unused} days > TTL {ttl} days {which}; pending review",
+            f"unused {unused} days ≥ TTL {ttl} days {which}; pending review",
         )
 
     return make
@@ -78,7 +78,7 @@ def _retire(image: dict[str, Any], ctx: JobContext, config: ExpireJob) -> Transi
         image,
         cold_image(image, "expired", ctx.now),
         "retire",
-        f"still unused {pending} days after review began > grace {config.review_grace_days} days",
+        f"still unused {pending} days after review began ≥ grace {config.review_grace_days} days",
     )
 
 

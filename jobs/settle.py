@@ -30,7 +30,7 @@ def run(ctx: JobContext) -> None:
             image,
             cold_image(image, "superseded", ctx.now),
             "retire",
-            f"superseded {age} days ago > grey period {config.grey_days} days",
+            f"superseded {age} days ago ≥ grey period {config.grey_days} days",
         )
 
     transition_due(ctx, _WHERE, params, order="state_since", make=make)

@@ -8,8 +8,11 @@ Every exception of :mod:`memkeeper.errors` is importable from here
 (``from memkeeper import InvalidInput``), as the README promises (tests/test_readme.py).
 
 Importing this package loads neither the scheduler (APScheduler) nor the LLM SDK (zhipuai,
-httpx): they load only where they are used.
+httpx): they load only where they are used. The store, the runner and the records load at
+their first use too, so a command (or a program) that needs none of them starts fast.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from memkeeper.errors import (
     ColdStorageChanged,
@@ -29,9 +32,39 @@ from memkeeper.errors import (
     UnknownJob,
     WriteConflict,
 )
-from memkeeper.maintenance.runner import RunReport, run_once
-from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchHit
-from memkeeper.store import MemoryStore
+
+if TYPE_CHECKING:
+    from memkeeper.maintenance.runner import RunReport, run_once
+    from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchHit
+    from memkeeper.store import MemoryStore
+
+_LAZY = {
+    "RunReport": "memkeeper.maintenance.runner",
+    "run_once": "memkeeper.maintenance.runner",
+    "MemoryStore": "memkeeper.store",
+    **dict.fromkeys(
+        ("Change", "Context", "Episode", "JobRun", "Memory", "Message", "SearchHit"),
+        "memkeeper.records",
+    ),
+}
+"""Names loaded at first use (PEP 562): ``import memkeeper`` (and so every command of the
+CLI) stays cheap; ``from memkeeper import MemoryStore`` works as always."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memkeeper' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __version__ = "0.1.0"
 

@@ -78,6 +78,7 @@ class DatabaseSection(_Section):
     busy_timeout_ms: int = Field(
         5000,
         gt=0,
+        le=600_000,
         description="How long a writer waits for another process's lock, in milliseconds.",
     )
     batch_size: int = Field(
@@ -127,10 +128,16 @@ class DatabaseSection(_Section):
 
 class LimitsSection(_Section):
     max_value_bytes: int = Field(
-        65536, gt=0, description="Largest value, note or message accepted, in UTF-8 bytes."
+        65536,
+        gt=0,
+        le=16_777_216,
+        description="Largest value, note or message accepted, in UTF-8 bytes.",
     )
     max_key_chars: int = Field(
-        256, gt=0, description="Longest key, user id, namespace or session id, in characters."
+        256,
+        gt=0,
+        le=10_000,
+        description="Longest key, user id, namespace or session id, in characters.",
     )
 
 
@@ -144,12 +151,19 @@ class ContextSection(_Section):
 class ScoringSection(_Section):
     """The retention score (README "How memkeeper scores entries"), used by prune and context."""
 
-    weight_confidence: float = Field(0.4, ge=0, description="Weight of confidence (0-1).")
+    weight_confidence: float = Field(0.4, ge=0, le=1000, description="Weight of confidence (0-1).")
     weight_confirmed: float = Field(
-        0.2, ge=0, description="Weight of how recently the entry was written or re-confirmed."
+        0.2,
+        ge=0,
+        le=1000,
+        description="Weight of how recently the entry was written or re-confirmed.",
     )
-    weight_recency: float = Field(0.25, ge=0, description="Weight of how recently it was used.")
-    weight_frequency: float = Field(0.15, ge=0, description="Weight of how often it was used.")
+    weight_recency: float = Field(
+        0.25, ge=0, le=1000, description="Weight of how recently it was used."
+    )
+    weight_frequency: float = Field(
+        0.15, ge=0, le=1000, description="Weight of how often it was used."
+    )
     confirmed_half_life_days: float = Field(
         90,
         gt=0,
@@ -160,7 +174,10 @@ class ScoringSection(_Section):
         30, gt=0, le=MAX_DAYS, description="Days after which recency of use counts half, in days."
     )
     frequency_saturation: int = Field(
-        20, gt=0, description="Number of uses at which the frequency component reaches 1."
+        20,
+        gt=0,
+        le=1_000_000,
+        description="Number of uses at which the frequency component reaches 1.",
     )
 
 
@@ -178,15 +195,19 @@ class LlmSection(_Section):
         "default, ZAI_API_KEY is read when it is unset). The key itself is never read from "
         "this file.",
     )
-    timeout_seconds: float = Field(60, gt=0, description="Timeout of one API call, in seconds.")
+    timeout_seconds: float = Field(
+        60, gt=0, le=3600, description="Timeout of one API call, in seconds."
+    )
     max_retries: int = Field(
         3, ge=0, le=10, description="Retries of a call after 429, 5xx or a timeout."
     )
     retry_backoff_seconds: float = Field(
-        1.0, ge=0, description="First wait before a retry, doubled each time, in seconds."
+        1.0, ge=0, le=3600, description="First wait before a retry, doubled each time, in seconds."
     )
     temperature: float = Field(0.3, ge=0, le=2, description="Sampling temperature.")
-    max_output_tokens: int = Field(1024, gt=0, description="Longest answer asked for, in tokens.")
+    max_output_tokens: int = Field(
+        1024, gt=0, le=1_000_000, description="Longest answer asked for, in tokens."
+    )
     disable_thinking: bool = Field(
         True,
         description='Send thinking={"type": "disabled"} (GLM models). Set false for endpoints '
@@ -206,6 +227,7 @@ class ServiceSection(_Section):
     lock_wait_seconds: float = Field(
         60,
         ge=0,
+        le=86_400,
         description="How long run-once waits for a job that is already running, in seconds.",
     )
 
@@ -288,11 +310,19 @@ def load_config(path: Path | None, *, explicit: bool = False) -> Config:
     if path is None:
         return Config()
     path = Path(path).expanduser()
-    if not path.exists():
+    try:
+        exists = path.exists()
+        is_dir = exists and path.is_dir()
+    except OSError as exc:  # a directory on the way this user may not enter
+        raise ConfigError(
+            f"cannot read config file {path}: {exc.strerror or exc} (check the permissions "
+            f"of {path.parent})"
+        ) from None
+    if not exists:
         if explicit:
             raise ConfigError(f"config file {path} does not exist")
         return Config()
-    if path.is_dir():
+    if is_dir:
         raise ConfigError(f"config file {path} is a directory")
     try:
         raw = path.read_bytes()

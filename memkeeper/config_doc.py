@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import textwrap
+import typing
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from memkeeper.config import Config
 
@@ -36,6 +38,46 @@ def _comment(text: str) -> list[str]:
     return [f"# {line}" for line in textwrap.wrap(text, width=92)]
 
 
+def bounds(field: FieldInfo) -> tuple[str, float, str, float] | None:
+    """A number field's bounds, ``(">=" or ">", low, "<=" or "<", high)``; None if not a
+    number, or (a schema bug the tests catch) missing a bound."""
+    low: tuple[str, float] | None = None
+    high: tuple[str, float] | None = None
+    for item in field.metadata:
+        for attr, op in (("ge", ">="), ("gt", ">")):
+            if getattr(item, attr, None) is not None:
+                low = (op, getattr(item, attr))
+        for attr, op in (("le", "<="), ("lt", "<")):
+            if getattr(item, attr, None) is not None:
+                high = (op, getattr(item, attr))
+    if low is None or high is None:
+        return None
+    return (*low, *high)
+
+
+def is_number(field: FieldInfo) -> bool:
+    annotation = field.annotation
+    options = typing.get_args(annotation) or (annotation,)
+    return any(option in (int, float) for option in options if option is not bool)
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else repr(value)
+
+
+def value_range(field: FieldInfo) -> str:
+    """``Range: 1 to 600000.`` (``more than 0``/``less than`` where a bound is excluded)."""
+    if not is_number(field):
+        return ""
+    found = bounds(field)
+    if found is None:
+        return ""
+    low_op, low, high_op, high = found
+    low_text = _number(low) if low_op == ">=" else f"more than {_number(low)}"
+    high_text = _number(high) if high_op == "<=" else f"less than {_number(high)}"
+    return f"Range: {low_text} to {high_text}."
+
+
 def _render_table(model: BaseModel, prefix: str, description: str | None) -> list[str]:
     lines: list[str] = []
     if prefix:
@@ -48,7 +90,7 @@ def _render_table(model: BaseModel, prefix: str, description: str | None) -> lis
         if isinstance(value, BaseModel):
             tables.append((name, value, field.description))
             continue
-        lines.extend(_comment(field.description or ""))
+        lines.extend(_comment(" ".join(filter(None, [field.description, value_range(field)]))))
         lines.append(f"{name} = {_toml_value(value)}")
     for name, value, text in tables:
         lines.extend(_render_table(value, f"{prefix}.{name}" if prefix else name, text))

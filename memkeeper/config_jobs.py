@@ -54,7 +54,7 @@ class DemoteJob(_Job):
 class PruneJob(_Job):
     schedule: str = Field("30 3 * * *", description=_Job.model_fields["schedule"].description)
     max_facts: int = Field(
-        50, gt=0, description="Most active facts one user may have in one namespace."
+        50, gt=0, le=10_000_000, description="Most active facts one user may have in one namespace."
     )
 
 
@@ -72,10 +72,13 @@ class SettleJob(_Job):
 class SummarizeJob(_Job):
     schedule: str = Field("0 * * * *", description=_Job.model_fields["schedule"].description)
     max_messages: int = Field(
-        20, gt=0, description="A session with more unsummarized messages than this is due."
+        20,
+        gt=0,
+        le=100_000,
+        description="A session with more unsummarized messages than this is due.",
     )
     keep_recent: int = Field(
-        10, ge=0, description="Most recent messages left unsummarized in a due session."
+        10, ge=0, le=100_000, description="Most recent messages left unsummarized in a due session."
     )
     summarized_retention_days: int = Field(
         0,
@@ -87,20 +90,28 @@ class SummarizeJob(_Job):
     input_budget_tokens: int = Field(
         6000,
         ge=1000,
+        le=10_000_000,
         description="Largest prompt sent in one call, in estimated tokens (a CJK character "
         "counts 1, other text 4 characters per token); longer histories are summarized in "
         "chunks and the chunk summaries folded.",
     )
     min_summary_chars: int = Field(
-        20, ge=1, description="Answers shorter than this many characters are rejected."
+        20, ge=1, le=100_000, description="Answers shorter than this many characters are rejected."
     )
-    max_calls_per_run: int = Field(200, gt=0, description="Most LLM calls in one run.")
+    max_calls_per_run: int = Field(
+        200, gt=0, le=1_000_000, description="Most LLM calls in one run."
+    )
     max_tokens_per_run: int = Field(
-        2_000_000, gt=0, description="Most LLM tokens (prompt + answer) in one run."
+        2_000_000,
+        gt=0,
+        le=1_000_000_000,
+        description="Most LLM tokens (prompt + answer) in one run.",
     )
-    max_calls_per_user: int = Field(50, gt=0, description="Most LLM calls per user in one run.")
+    max_calls_per_user: int = Field(
+        50, gt=0, le=1_000_000, description="Most LLM calls per user in one run."
+    )
     max_tokens_per_user: int = Field(
-        400_000, gt=0, description="Most LLM tokens per user in one run."
+        400_000, gt=0, le=1_000_000_000, description="Most LLM tokens per user in one run."
     )
     max_concurrency: int = Field(4, gt=0, le=64, description="LLM calls in flight at once.")
     extract: ExtractSection = Field(

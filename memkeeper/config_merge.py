@@ -26,6 +26,7 @@ class MergeJob(JobSection):
     min_exact_chars: int = Field(
         6,
         ge=1,
+        le=100_000,
         description="Identical values (after normalization) under different keys, or in a "
         "note, are duplicates only when at least this many characters long: 'yes' under "
         "two keys says two things.",
@@ -43,11 +44,12 @@ class MergeJob(JobSection):
         "similarity_threshold) overlap: the LLM may merge them.",
     )
     max_llm_calls_per_run: int = Field(
-        20, ge=0, description="Most LLM calls (note merges) in one run."
+        20, ge=0, le=1_000_000, description="Most LLM calls (note merges) in one run."
     )
     full_scan_days: int = Field(
         7,
         ge=0,
+        le=36_500,
         description="A run compares every user's entries when the last such full scan is at "
         "least this many days old (0: every run). Other runs look only at the users and "
         "namespaces changed or newly embedded since the last successful run; the first run, "

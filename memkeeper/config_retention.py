@@ -39,6 +39,7 @@ class RetainJob(JobSection):
     vacuum_pages: int = Field(
         25600,
         ge=0,
+        le=100_000_000,
         description="Most free pages returned to the file system per file and run "
         "(incremental vacuum, in short steps; 25600 pages = 100 MiB at 4 KiB); 0: never.",
     )
@@ -53,15 +54,18 @@ class StatusSection(Section):
     warn_changes_rows: int = Field(
         5_000_000,
         ge=0,
+        le=1_000_000_000_000,
         description="memkeeper status warns when the change log holds more rows; 0: never.",
     )
     warn_changes_mb: int = Field(
         1024,
         ge=0,
+        le=10_000_000,
         description="...or takes more than this many MiB (rows and indexes); 0: never.",
     )
     warn_wal_mb: int = Field(
         256,
         ge=0,
+        le=10_000_000,
         description="...or when a file's write-ahead log is larger than this, in MiB; 0: never.",
     )

@@ -36,6 +36,7 @@ class ExtractSection(Section):
     max_value_bytes: int = Field(
         1024,
         gt=0,
+        le=16_777_216,
         description="An extracted value longer than this (UTF-8 bytes, and never more than "
         "[limits] max_value_bytes) rejects the answer.",
     )

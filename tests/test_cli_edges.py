@@ -3,6 +3,7 @@ terminal, import after a forget, usage errors that are exit 2, wording and progr
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -167,3 +168,74 @@ def test_config_check_takes_the_file_and_json(cli, tmp_path: Path) -> None:
     code, out, _ = cli("config", "check", "--json")
     assert code == 0 and json.loads(out) == {"path": None, "valid": True}
     assert cli("config", "check", str(tmp_path / "missing.toml"))[0] == 78
+
+
+def test_explain_says_never_recalled_and_counts_in_agreement(cli, db_path: Path) -> None:
+    """Before: 'used 0 times' beside a 'last used' time, and 'used 1 times' (item 10)."""
+    with MemoryStore(db_path) as store:
+        memory = store.remember("bob", "city", "Paris")
+    _code, out, _ = cli("explain", memory.id)
+    assert "never recalled; last confirmed " in out and "used 0 times" not in out
+    with MemoryStore(db_path) as store:
+        store.recall("bob", "city")
+    _code, out, _ = cli("explain", memory.id)
+    assert "; used once" in out and "1 times" not in out
+
+
+def test_the_expire_reason_states_the_real_comparison(db_path: Path) -> None:
+    """The rule is 'unused at least the TTL' in whole days shown: not '30 days > 30 days'."""
+    from datetime import timedelta
+
+    from memkeeper import run_once
+    from memkeeper.clock import fixed, system_now
+
+    start = system_now() - timedelta(days=30, hours=1)
+    with MemoryStore(db_path, clock=fixed(start)) as store:
+        store.remember("bob", "tone", "brief", kind="preference")
+    with MemoryStore(db_path) as store:
+        [result] = run_once(store, ["expire"], dry_run=True).results
+    [change] = result.changes
+    assert change.reason == "unused 30 days ≥ TTL 30 days (preference); pending review"
+
+
+def test_status_aligns_every_table_and_uses_one_time_format(cli, db_path: Path) -> None:
+    import re
+
+    with MemoryStore(db_path) as store:
+        store.remember("bob", "city", "Paris")
+    assert cli("run-once", "--job", "expire")[0] == 0
+    _code, out, _ = cli("status")
+    tables = [line for line in out.splitlines() if re.search(r" rows? ", line)]
+    assert any("memories_fts_docsize" in line for line in tables)
+    ends = {re.search(r"\d+(?= rows? )", line).end() for line in tables}  # type: ignore[union-attr]
+    assert len(ends) == 1, tables  # the counts end in one column, whatever the name's length
+    assert any(" 1 row  " in line for line in tables)
+    expire = next(line for line in out.splitlines() if line.strip().startswith("expire "))
+    assert re.search(
+        r"last ok \d{4}-\d\d-\d\d \d\d:\d\d UTC; next \d{4}-\d\d-\d\d \d\d:\d\d UTC$", expire
+    )
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_big_import_shows_progress_on_a_terminal_only(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Before: 22,000 entries imported in silence (issue 20 item 12)."""
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"facts": {f"k{i}": f"v{i}" for i in range(1500)}}))
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["--db", str(db_path), "import", str(big), "--user", "u"]) == 0
+    out = capsys.readouterr().out
+    shown = terminal.getvalue()
+    assert "\rimport: 0/1500 (0%)" in shown and shown.endswith("\rimport: 1500/1500 (100%)   \n")
+    assert "import:" not in out and "1500 created" in out
+    monkeypatch.undo()
+    # Not a terminal (capsys's stderr): no progress at all.
+    big.write_text(json.dumps({"facts": {f"k{i}": f"w{i}" for i in range(1500)}}))
+    assert main(["--db", str(db_path), "import", str(big), "--user", "u"]) == 0
+    assert "import:" not in capsys.readouterr().err

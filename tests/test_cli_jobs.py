@@ -50,7 +50,7 @@ def test_what_if_preview_explain_review_restore_and_undo(cli) -> None:
     code, out, _ = cli("run-once", "--dry-run", now="2026-07-01T03:00:00Z")
     assert code == 0
     assert "would expire" in out and city in out
-    assert "unused 180 days > TTL 180 days (fact); pending review" in out
+    assert "unused 180 days ≥ TTL 180 days (fact); pending review" in out
     code, out, _ = cli("list", "--state", "pending_review")
     assert out.strip() == "(no memories)"
 
@@ -62,7 +62,7 @@ def test_what_if_preview_explain_review_restore_and_undo(cli) -> None:
     assert {c["memory_id"] for c in json.loads(out)} == {city, team}
 
     code, out, _ = cli("explain", city)
-    assert "expired: unused 180 days > TTL 180 days (fact)" in out
+    assert "expired: unused 180 days ≥ TTL 180 days (fact)" in out
     assert f"job:expire, run {run_id}" in out
 
     code, out, _ = cli("review", "list")

@@ -51,7 +51,7 @@ def test_demote_moves_low_confidence_unused_entries_to_cold(store: MemoryStore) 
         for kept in (at_threshold, strong, weak_used, weak_pinned):
             assert where(store, kept.id) == ("active", None)
         reason = store.changes(memory_id=weak.id)[-1].reason
-        assert "confidence 0.4 < 0.5" in reason and "unused 30 days > 30 days" in reason
+        assert "confidence 0.4 < 0.5" in reason and "unused 30 days ≥ 30 days" in reason
         clock.move_to(start + 40 * DAY + SECOND)
         assert run(store, "demote").counts == {"retire (low_confidence)": 1}
         assert where(store, weak_used.id) == ("cold", "low_confidence")

@@ -367,3 +367,33 @@ def test_render_uses_python_m_when_there_is_no_script() -> None:
     exec_start = unit_settings(render_service(inst))["ExecStart"][0]
     assert exec_start == f"{sys.executable} -m memkeeper --db /srv/mk/memory.db run"
     assert unit_settings(render_service(inst))["ReadWritePaths"] == ["/srv/mk"]
+
+
+# -- issue 20 item 11: the quick start as root, and the user unit's edit command --------------
+
+
+@pytest.mark.parametrize(("euid", "edit"), [(1000, "systemctl --user edit"), (0, "systemctl edit")])
+def test_the_unit_names_the_edit_command_of_its_scope(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, euid: int, edit: str
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    out, _err = install_print(capsys, "service", "install", "--print", "--init-system", "systemd")
+    assert f"edit with `{edit} memkeeper`" in out
+
+
+def test_root_plain_install_maintains_roots_own_database(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    isolated_user_dirs: Path,
+) -> None:
+    """The README's quick start as root: no --system, no --db. Before: exit 2 on a database
+    mismatch (the state directory against root's per-user database)."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.delenv("SUDO_USER", raising=False)
+    out, err = install_print(capsys, "service", "install", "--print", "--init-system", "systemd")
+    mine = isolated_user_dirs / "data" / "memkeeper" / "memory.db"
+    settings = unit_settings(out)
+    assert f"--db {mine}" in settings["ExecStart"][0]
+    assert settings["WantedBy"] == ["multi-user.target"]  # a system unit, as before
+    assert f"the service maintains {mine}" in err
+    assert "systemctl daemon-reload && systemctl enable --now memkeeper.service" in err

@@ -627,7 +627,7 @@ def test_explain_tells_the_whole_life(store: MemoryStore, frozen) -> None:
     assert lines[1].startswith("Now: pending_review; value 'Beijing'; confidence 0.95;")
     assert "History:" in lines
     assert any("created: new value; value 'Beijing'" in line for line in lines)
-    assert any(f"expired: unused {ttl + 1} days > TTL {ttl} days" in line for line in lines)
+    assert any(f"expired: unused {ttl + 1} days ≥ TTL {ttl} days" in line for line in lines)
     assert any("job:expire, run " in line for line in lines)
     with pytest.raises(NotFound):
         store.explain("ffffffffffffffff")

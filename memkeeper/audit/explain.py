@@ -213,9 +213,14 @@ def explain(
         )
         state = memory.state + (f" ({memory.cold_reason})" if memory.cold_reason else "")
         pinned = ", pinned" if memory.pinned else ""
+        if memory.access_count:
+            times = "once" if memory.access_count == 1 else f"{memory.access_count} times"
+            use = f"last used {memory.last_used_at:%Y-%m-%d %H:%M} UTC; used {times}"
+        else:  # its TTL counts from when it was stated or confirmed last
+            use = f"never recalled; last confirmed {memory.last_used_at:%Y-%m-%d %H:%M} UTC"
         lines.append(
             f"Now: {state}{pinned}; value {_quote(memory.value)}; confidence {memory.confidence}; "
-            f"last used {memory.last_used_at:%Y-%m-%d %H:%M} UTC; used {memory.access_count} times"
+            + use
         )
     elif changes and changes[-1].action == "forget":
         lines.append(f"Memory {memory_id} — erased; its content is gone by design")

@@ -177,7 +177,7 @@ class Floor:
             {"cut": self.cutoff(self.config.jobs.settle.grey_days)},
         )
         reason = (
-            f"printf('superseded %d days ago > grey period %d days', "
+            f"printf('superseded %d days ago ≥ grey period %d days', "
             f"{_DAYS.format('state_since')}, :grey)"
         )
         self.retire(due, "superseded", "settle", reason)
@@ -189,7 +189,7 @@ class Floor:
             {"cut": self.cutoff(config.review_grace_days)},
         )
         reason = (
-            "printf('still unused %d days after review began > grace %d days', "
+            "printf('still unused %d days after review began ≥ grace %d days', "
             f"{_DAYS.format('state_since')}, :grace)"
         )
         self.retire(over, "expired", "expire", reason)
@@ -211,7 +211,7 @@ class Floor:
         ttl = "coalesce(ttl_days, CASE kind WHEN 'fact' THEN :ttl_fact"
         ttl += " WHEN 'preference' THEN :ttl_preference ELSE :ttl_note END)"
         reason = (
-            f"printf('unused %d days > TTL %d days; pending review', "
+            f"printf('unused %d days ≥ TTL %d days; pending review', "
             f"{_DAYS.format('last_used_at')}, {ttl})"
         )
         self.set_state(due, "pending_review", "expire", "expire", reason)
@@ -224,7 +224,7 @@ class Floor:
             {"cut": self.cutoff(config.unused_days), "min_confidence": config.min_confidence},
         )
         reason = (
-            "printf('confidence %g < %g and unused %d days > %d days', confidence, "
+            "printf('confidence %g < %g and unused %d days ≥ %d days', confidence, "
             f":min_confidence, {_DAYS.format('last_used_at')}, :unused)"
         )
         self.retire(due, "low_confidence", "demote", reason)

@@ -9,6 +9,7 @@ place that turns memkeeper's exceptions into a one-line message and a documented
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
@@ -23,6 +24,7 @@ import click
 from click.core import ParameterSource
 
 from memkeeper import __version__, logs, settings
+from memkeeper.cli.commands import LazyGroup
 from memkeeper.clock import fixed, parse_user_time, system_now
 from memkeeper.config import Config, load_config
 from memkeeper.errors import EXIT_DATABASE, EXIT_ERROR, EXIT_USAGE, MemkeeperError
@@ -138,11 +140,35 @@ _RAW_IN_JSON = re.compile("[\u0080-\u009f\u2028\u2029]")
 controls (U+009B starts an escape sequence on some terminals) and the line separators."""
 
 
+def _finite(data: Any) -> Any:
+    """``data`` with every infinite or NaN float replaced by None."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(value) for value in data]
+    return data
+
+
 def print_json(data: Any) -> None:
     """``data`` as indented JSON, exact for a program and inert on a terminal: control
     characters are escaped (``\\u009b``), which JSON decodes back to the same text."""
-    text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False, default=str)
+    try:
+        text = json.dumps(
+            data, ensure_ascii=False, indent=2, sort_keys=False, default=str, allow_nan=False
+        )
+    except ValueError:  # Infinity and NaN are not JSON: a non-finite number prints as null
+        text = json.dumps(_finite(data), ensure_ascii=False, indent=2, sort_keys=False, default=str)
     click.echo(_RAW_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
+
+
+def limit_type() -> click.IntRange:
+    """The one rule of every ``--limit``: a whole number from 1 to 1,000,000 (the library's
+    limit); anything else is a usage error (exit 2), before anything opens."""
+    from memkeeper.validation import MAX_LIMIT
+
+    return click.IntRange(1, MAX_LIMIT)
 
 
 def required_text(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -179,7 +205,10 @@ def parse_now(_ctx: click.Context, param: click.Parameter, value: str | None) ->
         raise click.BadParameter(str(exc), param=param) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="memkeeper")
 @click.option(
     "--db",
@@ -228,42 +257,6 @@ def cli(
     level = {0: "warning", 1: "info"}.get(verbose, "debug")
     # structlog stays unimported: every memkeeper logger is a stdlib one (memkeeper.logs).
     logs.configure(level=level, structlog_too=False)
-
-
-def _register_commands() -> None:
-    from memkeeper.cli import (
-        backup_cmd,
-        bench_cmd,
-        config_cmd,
-        demo_cmd,
-        inspect_cmd,
-        jobs_cmd,
-        mcp_cmd,
-        memory_cmd,
-        search_cmd,
-        summarize_cmd,
-        transfer_cmd,
-    )
-
-    for module in (
-        memory_cmd,
-        search_cmd,
-        inspect_cmd,
-        transfer_cmd,
-        config_cmd,
-        jobs_cmd,
-        bench_cmd,
-        demo_cmd,
-        mcp_cmd,
-        backup_cmd,
-        summarize_cmd,
-    ):
-        module.register(cli)
-    try:
-        from memkeeper.cli import service_cmd
-    except ImportError:  # pragma: no cover - absent only in partial checkouts
-        return
-    service_cmd.register(cli)
 
 
 def _fail(message: str, code: int, exc: BaseException | None = None) -> int:
@@ -337,6 +330,3 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     """The console script: run :func:`main` and exit with its code."""
     sys.exit(main())
-
-
-_register_commands()

@@ -45,6 +45,15 @@ from memkeeper.cli import App, json_option, pass_app, print_json
     help="Instead: N MCP clients over HTTP during a pass and without one, each tool's latency "
     "(default 20,000 memories over 200 users).",
 )
+@click.option(
+    "--startup",
+    "startup_runs",
+    type=click.IntRange(min=1, max=1000),
+    is_flag=False,
+    flag_value=20,
+    help="Instead: the start-up time of recall, remember and search, the median of N fresh "
+    "processes each (default 20).",
+)
 @json_option
 @pass_app
 def bench(
@@ -57,6 +66,7 @@ def bench(
     keep: Path | None,
     search_eval: bool,
     mcp_clients: int | None,
+    startup_runs: int | None,
     as_json: bool,
 ) -> None:
     """Measure a maintenance pass on a generated database (README, Performance).
@@ -73,10 +83,25 @@ def bench(
     recall@3 keyword-only and by meaning, and how similar queries are to what they should
     find, to set [search] min_similarity for that model.
 
+    With --startup [N], times recall, remember and search as N fresh processes each (the
+    median against the 150 ms target), and names any module they import that they should
+    not (structlog, the job runner, the scheduler, the LLM SDK).
+
     With --mcp-clients N, runs N MCP clients over HTTP instead (the server as memkeeper run
     --mcp serves it) during a full pass and then without one, and reports each tool's
     latency (README, "Agents in any language: the MCP server").
     """
+    if startup_runs is not None:
+        from memkeeper.bench.startup import measure_startup, startup_table
+
+        found = measure_startup(
+            startup_runs, say=lambda text: click.echo(f"bench: {text}", err=True)
+        )
+        if as_json:
+            print_json(found)
+        else:
+            click.echo(startup_table(found))
+        return
     if search_eval:
         from memkeeper.bench.search_eval import run_search_eval
         from memkeeper.bench.search_eval import table as eval_table

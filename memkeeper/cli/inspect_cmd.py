@@ -7,7 +7,15 @@ from typing import Any
 import click
 
 from memkeeper.audit.explain import ACTION_VERBS, describe_change
-from memkeeper.cli import App, json_option, namespace_option, pass_app, print_json, required_text
+from memkeeper.cli import (
+    App,
+    json_option,
+    limit_type,
+    namespace_option,
+    pass_app,
+    print_json,
+    required_text,
+)
 from memkeeper.cli.render import VALUE_LIMIT, memory_label, memory_table, owner, shown, shown_lines
 from memkeeper.errors import NotFound
 from memkeeper.maintenance.locks import service_state
@@ -22,7 +30,7 @@ from memkeeper.service.schedule_info import job_schedule_status
 @click.option("--kind", type=click.Choice(KINDS), help="Only this kind.")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=limit_type(),
     help="Only the newest this many (by creation time), still printed oldest first.",
 )
 @json_option
@@ -61,7 +69,7 @@ def list_command(
 @click.option("--action", type=click.Choice(sorted(ACTION_VERBS)), help="Only this action.")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=limit_type(),
     default=100,
     show_default=True,
     help="Only the newest this many changes, still printed oldest first.",
@@ -158,7 +166,7 @@ def explain(app: App, memory_id: str, as_json: bool) -> None:
 @namespace_option
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=limit_type(),
     help="Only the newest this many messages, still printed oldest first.",
 )
 @json_option
@@ -240,6 +248,13 @@ def status_data(app: App) -> dict[str, Any]:
     return data
 
 
+def _utc_minute(iso: str) -> str:
+    """One time format on the status screen: ``2026-12-02 03:15 UTC`` (the JSON keeps ISO)."""
+    from datetime import UTC, datetime
+
+    return f"{datetime.fromisoformat(iso).astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
 @click.command()
 @json_option
 @pass_app
@@ -250,11 +265,14 @@ def status(app: App, as_json: bool) -> None:
         print_json(data)
         return
     files = data["files"]
+    # One column width for every table name (the keyword index's are the longest).
+    width = max([15, *(len(name) for f in files.values() for name in f["tables"])])
     for label, file in (("database:", files["hot"]), ("cold:", files["cold"])):
         click.echo(f"{label:<10} {shown(file['path'], None)} ({_file_summary(file)})")
         for name, table in file["tables"].items():
             size = "" if table["bytes"] is None else _human_size(table["bytes"])
-            click.echo(f"  {name:<15} {table['rows']:>9} rows  {size}".rstrip())
+            rows = "row " if table["rows"] == 1 else "rows"
+            click.echo(f"  {name:<{width}} {table['rows']:>9} {rows}  {size}".rstrip())
     for warning in data["warnings"]:
         click.echo(f"warning:   {shown(warning, None)}")
     click.echo("memories:")
@@ -288,14 +306,12 @@ def status(app: App, as_json: bool) -> None:
     for job in data["jobs"]:
         last = job["last_run"]
         last_text = (
-            f"last {last['status']} {last['started_at'][:16].replace('T', ' ')} UTC"
-            if last
-            else "never run"
+            f"last {last['status']} {_utc_minute(last['started_at'])}" if last else "never run"
         )
         state = "" if job["enabled"] else " (disabled)"
         click.echo(
             f"  {job['job']:<10} {job['schedule']:<14} {last_text}; next "
-            f"{job['next_run'] or '-'}{state}"
+            f"{_utc_minute(job['next_run']) if job['next_run'] else '-'}{state}"
         )
         if last and last.get("error"):
             click.echo(f"             {last['status']}: {shown(last['error'])}")

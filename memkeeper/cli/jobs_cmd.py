@@ -6,21 +6,19 @@ import contextlib
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 
 from memkeeper.cli import App, json_option, pass_app, print_json, required_text, yes_option
+from memkeeper.cli.progress import TerminalProgress
 from memkeeper.cli.render import LINE_LIMIT, memory_label, memory_table, owner, shown
 from memkeeper.config import JOB_ORDER
 from memkeeper.errors import JobFailed, MemkeeperError, NotFound
 from memkeeper.maintenance import curation
 from memkeeper.maintenance.runner import JobResult, RunReport, run_once
 from memkeeper.maintenance.undo import entry_label, undo_run
-
-PROGRESS_THRESHOLD = 1000  # candidates: smaller runs finish before a display would help
 
 
 @contextlib.contextmanager
@@ -40,27 +38,6 @@ def stop_on_signals() -> Iterator[threading.Event]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-class TerminalProgress:
-    """A one-line progress display on a terminal, for runs with many candidates."""
-
-    def __init__(self) -> None:
-        self._last = 0.0
-        self._shown = False
-
-    def __call__(self, job: str, done: int, total: int | None) -> None:
-        if total is None or total < PROGRESS_THRESHOLD:
-            return
-        now = time.monotonic()
-        if done < total and now - self._last < 0.2:
-            return
-        self._last = now
-        self._shown = True
-        sys.stderr.write(f"\r{job}: {done}/{total} ({100 * done // max(total, 1)}%)   ")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def _summary_line(result: JobResult) -> str:

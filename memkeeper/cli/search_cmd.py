@@ -8,6 +8,7 @@ import click
 from memkeeper.cli import (
     App,
     json_option,
+    limit_type,
     namespace_option,
     pass_app,
     print_json,
@@ -24,7 +25,7 @@ from memkeeper.records import KINDS
 @namespace_option
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=limit_type(),
     help="The best K hits by score (default: [search] limit).",
 )
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(KINDS), help="Only this kind.")
@@ -85,7 +86,7 @@ def search(
 )
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=limit_type(),
     help="The best K entries by score in the slots (default: [context] limit).",
 )
 @yes_option

@@ -105,12 +105,18 @@ def _system_user() -> str | None:
     return None if name == "root" else name
 
 
-def _installation(app: App, scope: Scope, init_system: str) -> tuple[Installation, Settings]:
+def _installation(
+    app: App, scope: Scope, init_system: str, *, state_dir: bool = True
+) -> tuple[Installation, Settings]:
     """What the unit will run, and this account's own resolution of the database (the one
-    its agents and ``memkeeper status`` use), to compare the two."""
+    its agents and ``memkeeper status`` use), to compare the two.
+
+    ``state_dir`` false (root, without --system): the system service maintains root's own
+    database, the one root's agents use, so the README's quick start works for root too.
+    """
     config = app.config  # an invalid config is refused (exit 78) before anything is written
     own = settings.resolve(app.db, config)
-    if scope == "system" and own.db_source == "default":
+    if scope == "system" and own.db_source == "default" and state_dir:
         # Nobody named a database: a system service keeps its own in /var/lib/memkeeper.
         hot, cold, _source = settings.database_paths(SYSTEM_DB, config)
     else:
@@ -240,9 +246,12 @@ def install(
     (exit 2) unless --allow-db-mismatch is given. Nothing is enabled or started: the last line
     printed is the one command to do it.
     """
+    explicit = scope is not None
     scope = scope or ("system" if os.geteuid() == 0 else "user")
     manager = _init_system(init_system)
-    inst, own = _installation(app, scope, manager)
+    # --system keeps its database in the state directory (/var/lib/memkeeper) unless one is
+    # named; root's plain `service install` maintains the database root's agents use.
+    inst, own = _installation(app, scope, manager, state_dir=explicit)
     _check_same_database(inst, own, allow_other_db)
     click.echo(
         f"the service maintains {inst.db_path} (cold storage: {inst.cold_file})",

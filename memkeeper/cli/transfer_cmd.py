@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from memkeeper.cli import App, json_option, pass_app, print_json, yes_option
+from memkeeper.cli.progress import on_a_terminal
 from memkeeper.cli.render import shown
 from memkeeper.errors import ImportFileError, InvalidInput, StorageUnwritable
 from memkeeper.store.transfer import (
@@ -89,6 +90,7 @@ def import_command(
             fmt=fmt,
             timezone=timezone,
             as_new=as_new,
+            progress=None if as_json else on_a_terminal(),
         )
     except InvalidInput as exc:
         if as_new and "--as-new" in str(exc):

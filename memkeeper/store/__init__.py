@@ -38,20 +38,21 @@ from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message,
 from memkeeper.settings import database_paths, resolve
 from memkeeper.storage.files import Storage
 from memkeeper.storage.sqlite import Tuning
-from memkeeper.store import (
-    context,
-    conversations,
-    forgetting,
-    inspection,
-    listing,
-    recall,
-    search,
-    writing,
-)
+from memkeeper.store.core import Concern as _Concern
 from memkeeper.store.core import StoreCore
 from memkeeper.store.entries import DEFAULT_CONFIDENCE, new_memory_id
 
 __all__ = ["DEFAULT_CONFIDENCE", "MemoryStore", "new_memory_id", "resolve_paths"]
+
+
+context = _Concern("context")
+conversations = _Concern("conversations")
+forgetting = _Concern("forgetting")
+inspection = _Concern("inspection")
+listing = _Concern("listing")
+recall = _Concern("recall")
+search = _Concern("search")
+writing = _Concern("writing")
 
 
 def resolve_paths(path: str | Path | None, config: Config) -> tuple[Path, Path]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from memkeeper import validation
 from memkeeper.clock import Clock
@@ -71,3 +72,18 @@ class StoreCore:
     def limit(limit: int) -> int:
         """The checked number of rows a listing returns."""
         return validation.limit(limit)
+
+
+class Concern:
+    """One of the facade's modules, imported at its first call: ``memkeeper recall`` loads
+    the recall module, not search's, context's or the change log's (start-up time)."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(f"memkeeper.store.{self._name}"), attribute)

@@ -15,6 +15,7 @@ imported as stated now, its old time dropped, and counted as ``restated``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +34,9 @@ from memkeeper.store.entries import (
     remember_plan,
 )
 from memkeeper.store.import_check import AgentEntry
+
+Progress = Callable[[str, int, int], None]
+"""``progress("import", done, total)``: called before each batch and once at the end."""
 
 
 @dataclass
@@ -125,6 +129,7 @@ def import_agent_json(
     source: str,
     *,
     as_new: bool = False,
+    progress: Progress | None = None,
 ) -> ImportReport:
     """Import an agent_memory.json's facts and notes for one user.
 
@@ -134,7 +139,11 @@ def import_agent_json(
     ``as_new``: then it is stored as a statement made now.
     """
     report = ImportReport("agent-json")
+    done = 0
     for batch in batched(entries, store.config.database.batch_size):
+        if progress is not None:
+            progress("import", done, len(entries))
+        done += len(batch)
         with store.storage.lock, immediate_transaction(store.storage.hot):
             now = store.now()
             for line in batch:
@@ -197,10 +206,18 @@ def import_agent_json(
                 apply(store.storage, transitions, actor="cli:import", now=now)
                 report.created += 1
                 report.superseded += int(current is not None)
+    if progress is not None:
+        progress("import", done, len(entries))
     return report
 
 
-def import_jsonl(store: MemoryStore, records: list[tuple[int, Image]], path: Path) -> ImportReport:
+def import_jsonl(
+    store: MemoryStore,
+    records: list[tuple[int, Image]],
+    path: Path,
+    *,
+    progress: Progress | None = None,
+) -> ImportReport:
     """Import the lines of a JSON Lines export, each entry with its own id and every field.
 
     A line whose id is stored is counted as unchanged (same content) or a conflict. A line
@@ -210,7 +227,16 @@ def import_jsonl(store: MemoryStore, records: list[tuple[int, Image]], path: Pat
     report = ImportReport("jsonl")
     hot_lines = [(n, image) for n, image in records if image["state"] != "cold"]
     cold_lines = [(n, image) for n, image in records if image["state"] == "cold"]
+    done = 0
+
+    def advance(count: int) -> None:
+        nonlocal done
+        if progress is not None:
+            progress("import", done, len(records))
+        done += count
+
     for batch in batched(hot_lines, store.config.database.batch_size):
+        advance(len(batch))
         with store.storage.lock, immediate_transaction(store.storage.hot):
             now = store.now()
             existing = store.storage.current_images([image["id"] for _, image in batch])
@@ -257,6 +283,7 @@ def import_jsonl(store: MemoryStore, records: list[tuple[int, Image]], path: Pat
                 apply(store.storage, transitions, actor="cli:import", now=now)
                 report.created += 1
     for batch in batched(cold_lines, store.config.database.batch_size):
+        advance(len(batch))
         existing = store.storage.current_images([image["id"] for _, image in batch])
         transitions = []
         for number, image in batch:
@@ -278,6 +305,7 @@ def import_jsonl(store: MemoryStore, records: list[tuple[int, Image]], path: Pat
                 report.conflicts.append(
                     f"id {outcome.transition.memory_id} was stored meanwhile; left as it is"
                 )
+    advance(0)
     return report
 
 

@@ -56,13 +56,47 @@ def read_text(path: Path) -> str:
         ) from None
 
 
+TOO_DEEP = "invalid JSON: nested too deeply"
+MAX_COUNT = 10**15
+"""The largest access_count an import takes (SQLite's integers stop at 2**63 - 1)."""
+
+
+def too_deep_line(text: str) -> int:
+    """The line where ``text``'s brackets nest deepest (strings skipped): where a JSON
+    document too deep for the parser goes wrong."""
+    depth = deepest = 0
+    line = where = 1
+    in_string = escaped = False
+    for char in text:
+        if char == "\n":
+            line += 1
+        elif in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, line
+        elif char in "]}":
+            depth -= 1
+    return where
+
+
 def detect_format(path: Path, text: str) -> str:
     """``agent-json`` for a single JSON object with facts/notes, else ``jsonl``."""
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         return "jsonl"
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except RecursionError:  # too deep to tell: the suffix decides (either parser says why)
+        return "agent-json" if path.suffix.lower() == ".json" else "jsonl"
+    except ValueError:  # not one JSON document
         return "jsonl"
     if isinstance(data, dict) and (set(data) & {"facts", "notes"} or not data):
         return "agent-json"
@@ -100,6 +134,10 @@ def parse_agent_json(
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ImportFileError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ImportFileError(f"{path}: line {too_deep_line(text)}: {TOO_DEEP}") from None
+    except ValueError as exc:  # a number with more digits than Python converts
+        raise ImportFileError(f"{path}: invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ImportFileError(f"{path}: expected a JSON object with 'facts' and 'notes'")
     unknown = sorted(set(data) - {"facts", "notes"})
@@ -173,8 +211,8 @@ def _check_line(record: Any, where: str, limits: LimitsSection) -> Image:
         image["pinned"] = int(image["pinned"])
         validation.ttl_days(image["ttl_days"])
         count = image["access_count"]
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise InvalidInput("access_count must be a whole number of at least 0")
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
+            raise InvalidInput(f"access_count must be a whole number from 0 to {MAX_COUNT:,}")
         for name in _TIME_FIELDS:
             if name not in image:
                 continue
@@ -203,6 +241,10 @@ def parse_jsonl(path: Path, text: str, limits: LimitsSection) -> list[tuple[int,
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ImportFileError(f"{where}: invalid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise ImportFileError(f"{where}: {TOO_DEEP}") from None
+        except ValueError as exc:  # a number with more digits than Python converts
+            raise ImportFileError(f"{where}: invalid JSON: {exc}") from None
         image = _check_line(record, where, limits)
         if image["id"] in seen:
             raise ImportFileError(

@@ -27,7 +27,12 @@ from typing import Any, TextIO
 from memkeeper import validation
 from memkeeper.errors import ImportFileError, InvalidInput
 from memkeeper.store import MemoryStore
-from memkeeper.store.import_apply import ImportReport, import_agent_json, import_jsonl
+from memkeeper.store.import_apply import (
+    ImportReport,
+    Progress,
+    import_agent_json,
+    import_jsonl,
+)
 from memkeeper.store.import_check import (
     detect_format,
     parse_agent_json,
@@ -58,6 +63,7 @@ def import_file(
     fmt: str = "auto",
     timezone: str | None = None,
     as_new: bool = False,
+    progress: Progress | None = None,
 ) -> ImportReport:
     """Import a file into the store; validates everything before writing anything.
 
@@ -81,7 +87,13 @@ def import_file(
         if not entries:
             raise ImportFileError(f"{path}: no facts and no notes; there is nothing to import")
         return import_agent_json(
-            store, entries, user_id, namespace, f"import:{path.name}", as_new=as_new
+            store,
+            entries,
+            user_id,
+            namespace,
+            f"import:{path.name}",
+            as_new=as_new,
+            progress=progress,
         )
     if as_new:
         raise InvalidInput(
@@ -98,7 +110,7 @@ def import_file(
         kept = [(n, image) for n, image in records if image["user_id"] == user_id]
         filtered_out = len(records) - len(kept)
         records = kept
-    report = import_jsonl(store, records, path)
+    report = import_jsonl(store, records, path, progress=progress)
     report.filtered_out = filtered_out
     return report
 

@@ -1,0 +1,117 @@
+"""Start-up time of the memory commands: ``memkeeper bench --startup``.
+
+Each of ``recall``, ``remember`` and ``search`` (no API key: keyword-only) runs ``runs``
+times as a fresh ``python -m memkeeper`` process on a small temporary database, and the wall
+time of each run is taken from outside (process start to exit). The median is the figure:
+the target is 150 ms (README, Performance) on an idle machine; Python alone, measured the
+same way, is reported beside it so a loaded machine's figures can be read.
+
+Also reported: the modules each command imports that it should not (structlog, the job
+runner, the scheduler, the LLM SDK), by ``-X importtime`` of one more run.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TARGET_MS = 150.0
+COMMANDS: dict[str, list[str]] = {
+    "recall": ["recall", "bench-user", "city"],
+    "remember": ["remember", "bench-user", "tone", "brief"],
+    "search": ["search", "bench-user", "Paris"],
+}
+KEPT_OFF = ("structlog", "memkeeper.maintenance.runner", "apscheduler", "zhipuai", "httpx")
+"""Modules a memory command must not import (README, Performance: start-up)."""
+
+
+def _environment(db: Path, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKEEPER_")}
+    env.pop("ZHIPUAI_API_KEY", None)
+    env.update(
+        MEMKEEPER_DB=str(db),
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_DATA_HOME=str(home / "data"),
+    )
+    return env
+
+
+def _wall_ms(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(  # noqa: S603 - this interpreter and our own arguments
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
+    )
+    return (time.perf_counter() - started) * 1000
+
+
+def _imported(argv: list[str], env: dict[str, str]) -> set[str]:
+    done = subprocess.run(  # noqa: S603 - this interpreter and our own arguments
+        [sys.executable, "-X", "importtime", *argv[1:]],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def measure_startup(runs: int = 20, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The median wall time (ms) of each memory command over ``runs`` fresh processes."""
+    from memkeeper.config import Config
+    from memkeeper.store import MemoryStore
+
+    with tempfile.TemporaryDirectory(prefix="memkeeper-startup-") as tmp:
+        root = Path(tmp)
+        db = root / "memory.db"
+        with MemoryStore(db, config=Config()) as store:
+            store.remember("bench-user", "city", "Paris")
+        env = _environment(db, root)
+        python = [sys.executable, "-c", "pass"]
+        figures: dict[str, Any] = {
+            "runs": runs,
+            "target_ms": TARGET_MS,
+            "python_ms": statistics.median(_wall_ms(python, env) for _ in range(runs)),
+            "commands": {},
+        }
+        for name, args in COMMANDS.items():
+            argv = [sys.executable, "-m", "memkeeper", *args]
+            if say:
+                say(f"{name}: {runs} runs")
+            times = [_wall_ms(argv, env) for _ in range(runs)]
+            leaked = sorted(m for m in _imported(argv, env) if m.split(".")[0] in KEPT_OFF
+                            or m in KEPT_OFF)  # fmt: skip
+            figures["commands"][name] = {
+                "median_ms": statistics.median(times),
+                "min_ms": min(times),
+                "max_ms": max(times),
+                "within_target": statistics.median(times) <= TARGET_MS,
+                "kept_off_imported": leaked,
+            }
+        return figures
+
+
+def startup_table(figures: dict[str, Any]) -> str:
+    lines = [
+        f"start-up, median of {figures['runs']} fresh processes "
+        f"(target {figures['target_ms']:.0f} ms; python alone {figures['python_ms']:.0f} ms)",
+    ]
+    for name, row in figures["commands"].items():
+        leaked = ", ".join(row["kept_off_imported"]) or "none"
+        lines.append(
+            f"  {name:<9} median {row['median_ms']:6.0f} ms  (min {row['min_ms']:.0f}, "
+            f"max {row['max_ms']:.0f})  {'ok' if row['within_target'] else 'OVER'}; "
+            f"imports it should not: {leaked}"
+        )
+    return "\n".join(lines)
