@@ -419,7 +419,7 @@ def test_another_users_rows_never_change_a_users_scores(db_path: Path) -> None:
                 hot,
                 [
                     (f"bob{size}-{i}", "bob", f"k{size}-{i}", "pdf pdf pdf weekly")
-                    for i in range(3000)
+                    for i in range(300)
                 ],
             )
             assert find(hot, "weekly pdf report", user=user, limit=size) == before
