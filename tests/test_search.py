@@ -315,33 +315,32 @@ def test_cli_search_prints_components_and_json(
     assert hit["memory"]["value"] == "PDF\x1b[31m" and hit["keyword"] == 1.0
 
 
-def test_bench_search_eval_runs_the_index_job_against_the_endpoint(
+def test_recall_evaluation_smoke(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``memkeeper bench --search-eval`` against the fake server: the index job embeds the
-    set for real (through the client), and the figures match the in-process evaluation's."""
+    """``memkeeper bench --search-eval --eval-size smoke``: the generated set, the index job
+    against the stand-in, memkeeper fresh and aged beside the baselines; the issue's targets
+    at recall@3 (the full run's figures are in the README)."""
     from memkeeper.cli import main
 
-    with FakeEmbeddings() as fake:
-        config = tmp_path / "config.toml"
-        config.write_text(
-            f'[llm]\nbase_url = "{fake.url}"\nmax_retries = 1\n'
-            f"[search]\nembedding_dimensions = {DIMS}\n",
-            encoding="utf-8",
-        )
-        monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
-        assert main(["--config", str(config), "bench", "--search-eval", "--json"]) == 0
-        figures = json.loads(capsys.readouterr().out)
-        embedded = len(fake.embedded_texts())
-    assert figures["index"]["entries_indexed"] == len(EVAL["memories"]) <= embedded
-    assert figures["keyword_only"]["recall_at_3"] >= KEYWORD_FLOOR
-    assert figures["hybrid"]["recall_at_3"] >= HYBRID_FLOOR
-    assert figures["hybrid"]["recall_at_3"] >= figures["keyword_only"]["recall_at_3"]
-    spread = figures["similarity"]
-    assert spread["expected"]["p50"] > spread["others"]["p50"]
-    monkeypatch.delenv(KEY_ENV)
-    assert main(["--config", str(config), "bench", "--search-eval"]) == 0
-    assert "skipped: no API key: set ZHIPUAI_API_KEY" in capsys.readouterr().out
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    argv = ["bench", "--search-eval", "--eval-size", "smoke", "--json"]
+    assert main(argv) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["users"] == 3 and figures["questions"] >= 30
+    assert set(figures["by_kind"]) == {"paraphrase", "keyword", "old", "none"}
+    assert "skipped" in figures["endpoint"]
+    base = figures["baselines"]
+
+    def r3(name: str) -> float:
+        return float(figures[name]["recall@3"])
+
+    assert r3("keyword_fresh") >= base["bm25"]["recall@3"]
+    assert r3("hybrid_fresh") >= base["rrf"]["recall@3"]
+    assert r3("hybrid_fresh") >= 0.95 * base["dense"]["recall@3"]
+    for mode in ("keyword", "hybrid"):
+        assert r3(f"{mode}_aged") >= 0.95 * r3(f"{mode}_fresh")
+    assert r3("hybrid_aged") > r3("keyword_aged")
 
 
 def test_the_query_embedding_is_timed_apart_from_the_search(

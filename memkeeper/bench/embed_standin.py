@@ -3,15 +3,19 @@
 The index job's throughput depends on the endpoint's latency, not on memkeeper's own work,
 so the bench measures it against a server with a known latency (100 ms per call by
 default, like a nearby region of a hosted API) instead of the network. The stand-in answers
-``POST {url}/embeddings`` in the OpenAI/Zhipu shape with one vector per input: a unit
-vector drawn from a generator seeded by the text's hash — deterministic, and carrying no
-meaning (the search evaluation, which needs meaning, runs against a real endpoint). It
-counts calls and the most calls in flight at once, so the bench can report the concurrency
-it actually got.
+``POST {url}/embeddings`` in the OpenAI/Zhipu shape with one vector per input
+(:func:`standin_vector`): a crude bag-of-words embedding — each of the text's terms
+(memkeeper's own tokenization: stemmed words, two-character CJK pieces) adds a unit
+direction seeded by its hash, and a term of a synonym group of the recall evaluation's
+vocabulary (:data:`memkeeper.bench.eval_data.CONCEPTS`) adds its group's direction instead,
+so "sick" and "allergic", or "住在" and "搬到", point the same way. Deterministic, with some
+meaning and no more: a stand-in, not a model. It counts calls and the most calls in flight
+at once, so the bench can report the concurrency it actually got.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -22,15 +26,43 @@ from typing import Any
 
 import numpy as np
 
+from memkeeper.bench.eval_data import CONCEPTS
+from memkeeper.store.bm25 import terms
+
 STANDIN_KEY = "standin.bench-only-key"
 """The API key the bench's config uses for the stand-in (it checks nothing)."""
 
 
+def _direction(feature: str, dims: int) -> np.ndarray:
+    seed = int.from_bytes(hashlib.blake2b(feature.encode("utf-8", "surrogatepass")).digest()[:8])
+    return np.random.default_rng(seed).standard_normal(dims)
+
+
+@functools.lru_cache(maxsize=1)
+def _concept_of() -> dict[str, str]:
+    """Each synonym's term (as memkeeper tokenizes it): its group's name."""
+    out = {}
+    for concept, words in CONCEPTS.items():
+        for word in words:
+            for term in terms(word):
+                out[term] = f"concept:{concept}"
+    return out
+
+
+@functools.lru_cache(maxsize=65536)
+def _standin(text: str, dims: int) -> tuple[float, ...]:
+    concept_of = _concept_of()
+    features = [concept_of.get(term, term) for term in terms(text)] or [text]
+    vector = np.zeros(dims)
+    for feature in features:
+        vector += _direction(feature, dims)
+    norm = float(np.linalg.norm(vector))
+    return tuple((vector / norm).tolist()) if norm else tuple(_direction(text, dims).tolist())
+
+
 def standin_vector(text: str, dims: int) -> list[float]:
-    """The stand-in's vector for ``text``: a unit vector seeded by the text's hash."""
-    seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass")).digest()[:8])
-    vector = np.random.default_rng(seed).standard_normal(dims)
-    return (vector / np.linalg.norm(vector)).tolist()
+    """The stand-in's unit vector for ``text`` (see the module docstring)."""
+    return list(_standin(text, dims))
 
 
 class _Handler(BaseHTTPRequestHandler):

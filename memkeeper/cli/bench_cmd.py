@@ -36,8 +36,16 @@ from memkeeper.cli import App, json_option, pass_app, print_json
 @click.option(
     "--search-eval",
     is_flag=True,
-    help="Instead: the search evaluation (recall@3) against the configured embeddings "
-    "endpoint; skipped without an API key. --config applies.",
+    help="Instead: the recall evaluation (recall@1/3/10 of memkeeper keyword-only and hybrid, "
+    "fresh and aged, beside BM25, dense and RRF baselines) with the local embeddings "
+    "stand-in, and the configured endpoint too when its API key is set. --config applies.",
+)
+@click.option(
+    "--eval-size",
+    type=click.Choice(["full", "smoke"]),
+    default="full",
+    show_default=True,
+    help="With --search-eval: 6 users and 240 questions (full), or 3 users and 48 (smoke).",
 )
 @click.option(
     "--mcp-clients",
@@ -65,6 +73,7 @@ def bench(
     seed: int,
     keep: Path | None,
     search_eval: bool,
+    eval_size: str,
     mcp_clients: int | None,
     startup_runs: int | None,
     as_json: bool,
@@ -78,10 +87,12 @@ def bench(
     the default configuration in a temporary directory: --db, --config and --now do not
     apply. Takes a few minutes at the default size.
 
-    With --search-eval, runs the search evaluation set instead, in a temporary database,
-    against the embeddings endpoint of the configuration (GLM's embedding-3 by default):
-    recall@3 keyword-only and by meaning, and how similar queries are to what they should
-    find, to set [search] min_similarity for that model.
+    With --search-eval, runs the recall evaluation instead, in temporary databases
+    (README, "Finding memories"): generated users' memories written over a year, questions
+    that paraphrase them, ask for old ones or match nothing; recall@1/3/10 of memkeeper's
+    search keyword-only and hybrid, fresh and aged, beside BM25, dense and RRF baselines,
+    with the bench's local embeddings stand-in, and the configured endpoint when its API key
+    is set.
 
     With --startup [N], times recall, remember and search as N fresh processes each (the
     median against the 150 ms target), and names any module they import that they should
@@ -103,11 +114,11 @@ def bench(
             click.echo(startup_table(found))
         return
     if search_eval:
-        from memkeeper.bench.search_eval import run_search_eval
-        from memkeeper.bench.search_eval import table as eval_table
+        from memkeeper.bench.recall_eval import run_recall_eval
+        from memkeeper.bench.recall_eval import table as eval_table
 
-        figures = run_search_eval(
-            app.config, say=lambda text: click.echo(f"bench: {text}", err=True)
+        figures = run_recall_eval(
+            app.config, size=eval_size, say=lambda text: click.echo(f"bench: {text}", err=True)
         )
         if as_json:
             print_json(figures)

@@ -53,11 +53,17 @@ class Fused:
     score: float
 
 
-def relevance(settings: SearchSection, keyword_rank: int | None, vector_rank: int | None) -> float:
-    """Reciprocal-rank fusion of the entry's ranks (None: not in that list)."""
+def relevance(
+    settings: SearchSection,
+    keyword_rank: int | None,
+    vector_rank: int | None,
+    coverage: float = 1.0,
+) -> float:
+    """Reciprocal-rank fusion of the entry's ranks (None: not in that list), the keyword
+    rank's share scaled by the match's coverage of the query (0-1)."""
     total = 0.0
     if keyword_rank is not None:
-        total += settings.weight_keyword / (settings.rrf_k + keyword_rank)
+        total += settings.weight_keyword * coverage / (settings.rrf_k + keyword_rank)
     if vector_rank is not None:
         total += settings.weight_similarity / (settings.rrf_k + vector_rank)
     return total
@@ -77,8 +83,9 @@ def fuse(
     vector_rank: int | None,
     confidence: float,
     recency: float,
+    coverage: float = 1.0,
 ) -> Fused:
     """The candidate's score (0 when it is in neither list)."""
-    base = relevance(settings, keyword_rank, vector_rank)
+    base = relevance(settings, keyword_rank, vector_rank, coverage)
     weight = prior(settings, confidence, recency)
     return Fused(base, weight, base * (1 + settings.prior_weight * weight))

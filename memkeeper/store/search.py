@@ -37,7 +37,7 @@ from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.vectors import user_vectors
 from memkeeper.store import fusion, semantic
-from memkeeper.store.bm25 import keyword_scores
+from memkeeper.store.bm25 import Scored, keyword_scores
 from memkeeper.store.core import StoreCore
 from memkeeper.store.recall import mark_found, restore_found
 
@@ -89,16 +89,17 @@ Ranked = tuple[str, float, float, float, float, float]
 
 def _rank(
     core: StoreCore,
-    keyword: list[tuple[str, float]],
+    keyword: list[Scored],
     similar: list[tuple[str, float]],
     facts: dict[str, Any],
     exclude: Collection[str],
 ) -> list[Ranked]:
     """Every live candidate scored (:mod:`memkeeper.store.fusion`), best first."""
     settings = core.config.search
-    keyword_ranks, vector_ranks = fusion.ranks(keyword), fusion.ranks(similar)
-    best = keyword[0][1] if keyword else 0.0
-    keyword_of, similarity_of = dict(keyword), dict(similar)
+    keyword_ranks = fusion.ranks([(k.id, k.score) for k in keyword])
+    vector_ranks = fusion.ranks(similar)
+    best = keyword[0].score if keyword else 0.0
+    keyword_of, similarity_of = {k.id: k for k in keyword}, dict(similar)
     now = core.now()
     ranked: list[tuple[Ranked, datetime]] = []
     for memory_id, row in facts.items():
@@ -114,10 +115,12 @@ def _rank(
             vector_ranks.get(memory_id),
             confidence,
             recency,
+            keyword_of[memory_id].coverage if memory_id in keyword_of else 1.0,
         )
         if fused.relevance <= 0:
             continue  # in no list (a weight of 0): nothing about it matches
-        share = keyword_of.get(memory_id, 0.0) / best if best > 0 else 0.0
+        found = keyword_of.get(memory_id)
+        share = found.score / best if found is not None and best > 0 else 0.0
         item = (memory_id, fused.score, similarity_of.get(memory_id, 0.0), share)
         ranked.append(((*item, confidence, recency), last_used))
     ranked.sort(key=lambda r: (-r[0][1], -r[1].timestamp(), r[0][0]))
@@ -194,25 +197,25 @@ def _keyword_and_facts(
     kinds: Sequence[str],
     include_cold: bool,
     similar: list[tuple[str, float]],
-) -> tuple[list[tuple[str, float]], dict[str, Any]]:
+) -> tuple[list[Scored], dict[str, Any]]:
     """The keyword list (hot and, when asked, cold; BM25 best first), and every live
     candidate's row by id (hot first)."""
     args: dict[str, Any] = dict(user_id=user_id, namespaces=namespaces, query=query, kinds=kinds)
     storage = core.storage
     with storage.lock:
         keyword = keyword_scores(storage.hot, table="memories", states=LIVE_STATES, **args)
-        wanted = [*(i for i, _ in keyword), *(i for i, _ in similar)]
+        wanted = [*(k.id for k in keyword), *(i for i, _ in similar)]
         rows = _rows(storage.hot, "memories", wanted, user_id, namespaces, kinds)
         cold = storage.cold(create=False) if include_cold else None
         if cold is not None:
             cold_scores = keyword_scores(cold, table="cold_memories", states=("cold",), **args)
             seen = {row["id"] for row in rows}
-            cold_ids = [i for i, _ in cold_scores if i not in seen]
+            cold_ids = [k.id for k in cold_scores if k.id not in seen]
             cold_rows = _rows(cold, "cold_memories", cold_ids, user_id, namespaces, kinds)
             rows += _not_shadowed(storage.hot, cold_rows, user_id)
             keyword = sorted(
-                [*keyword, *((i, s) for i, s in cold_scores if i not in seen)],
-                key=lambda item: (-item[1], item[0]),
+                [*keyword, *(k for k in cold_scores if k.id not in seen)],
+                key=lambda item: (-item.score, item.id),
             )
     return keyword, {row["id"]: row for row in rows}
 

@@ -1,0 +1,271 @@
+"""The recall evaluation: memkeeper's search against plain baselines, fresh and aged.
+
+On the generated set (:mod:`memkeeper.bench.eval_data`: six users, 240-280 memories each,
+written over a year, English and Chinese), for each question with an answer, the rank of
+its evidence among the first 10 hits; recall@k is the share of questions whose evidence is
+in the first k. Systems, each on the same memories:
+
+* ``keyword`` / ``hybrid`` — memkeeper's ``search`` without and with embeddings (the
+  ``index`` job embeds every memory through the bench's local stand-in,
+  :mod:`memkeeper.bench.embed_standin`), each on a store **fresh** (every memory written
+  now, never used) and **aged** (written on its day over the past year, used on its days);
+  questions are asked one after the other, as an agent would, so hits get marked used;
+* baselines — ``bm25`` (Okapi BM25, k1 1.2, b 0.75, over lowercased ``\\w`` words and single
+  CJK characters of key and value: the textbook version), ``dense`` (cosine with the
+  stand-in's vectors) and ``rrf`` (reciprocal-rank fusion of those two, k 60). They know
+  nothing of ages, so they have one figure.
+
+For questions that match nothing it reports the share a system answered with no hit at all.
+With an API key for the configured endpoint, ``endpoint`` adds memkeeper's hybrid with the
+real embeddings (fresh and aged). The stand-in knows only the set's synonyms: its "hybrid"
+figures measure fusion with a crude embedding, not a real model's quality.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from memkeeper.bench.embed_standin import EmbeddingStandIn, standin_vector
+from memkeeper.bench.eval_data import EvalMemory, EvalQuestion, EvalSet, generate
+from memkeeper.bench.search_eval import _index_everything, _without_key
+from memkeeper.bench.semantic import _standin_key, standin_config
+from memkeeper.clock import fixed, to_db
+from memkeeper.config import Config
+from memkeeper.llm.endpoint import read_api_key
+from memkeeper.llm.errors import LlmNotConfigured
+from memkeeper.storage.vectors import embedding_text
+from memkeeper.store import MemoryStore, semantic
+
+KS = (1, 3, 10)
+SIZES = {
+    "full": dict(users=6, fillers_per_user=160, questions=40),
+    "smoke": dict(users=3, fillers_per_user=40, questions=16),
+}
+
+
+def run_recall_eval(
+    config: Config, *, size: str = "full", say: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """The evaluation's figures (see the module docstring)."""
+    data = generate(**SIZES[size])  # type: ignore[arg-type]
+    answered = [q for q in data.questions if q.expect is not None]
+    figures: dict[str, Any] = {
+        "size": size,
+        "users": len({m.user for m in data.memories}),
+        "memories": len(data.memories),
+        "questions": len(answered),
+        "by_kind": dict(Counter(q.kind for q in data.questions)),
+        "no_answer_questions": len(data.questions) - len(answered),
+    }
+    dims = config.search.embedding_dimensions
+    say("baselines: BM25, dense, RRF")
+    figures["baselines"] = baselines(data, dims)
+    with tempfile.TemporaryDirectory(prefix="memkeeper-recall-eval-") as tmp:
+        with EmbeddingStandIn(latency_s=0.0) as standin, _standin_key():
+            standin_cfg = standin_config(config, standin.url)
+            for age in ("fresh", "aged"):
+                path = Path(tmp) / f"{age}.db"
+                say(f"memkeeper, {age} store: writing {len(data.memories)} memories")
+                refs = build_store(path, standin_cfg, data, aged=age == "aged")
+                for mode in ("keyword", "hybrid"):
+                    say(f"memkeeper {mode}, {age}")
+                    run_cfg = standin_cfg if mode == "hybrid" else _without_key(standin_cfg)
+                    figures[f"{mode}_{age}"] = _ask(path, run_cfg, data, refs)
+        figures["endpoint"] = _endpoint(config, data, Path(tmp), say)
+    return figures
+
+
+def _endpoint(
+    config: Config, data: EvalSet, tmp: Path, say: Callable[[str], None]
+) -> dict[str, Any]:
+    try:
+        read_api_key(config.llm)
+    except LlmNotConfigured:
+        return {"skipped": f"no API key: set {config.llm.api_key_env} to add the endpoint"}
+    out: dict[str, Any] = {"model": config.search.embedding_model}
+    for age in ("fresh", "aged"):
+        path = tmp / f"endpoint-{age}.db"
+        say(f"memkeeper hybrid with {config.search.embedding_model}, {age}")
+        refs = build_store(path, config, data, aged=age == "aged")
+        out[f"hybrid_{age}"] = _ask(path, config, data, refs)
+    return out
+
+
+def build_store(path: Path, config: Config, data: EvalSet, *, aged: bool) -> dict[str, str]:
+    """Write the set's memories (on their days when ``aged``, else all now) and embed them
+    with the index job; each memory's id by its ref."""
+    refs: dict[str, str] = {}
+    semantic.reset()
+    with MemoryStore(path, config=config, clock=fixed(data.now), actor="bench") as store:
+        for m in data.memories:
+            store.clock = fixed(m.created if aged else data.now)
+            refs[m.ref] = _write(store, m)
+        if aged:
+            _mark_uses(store, data.memories, refs)
+        store.clock = fixed(data.now)
+        _index_everything(store)
+    return refs
+
+
+def _write(store: MemoryStore, m: EvalMemory) -> str:
+    if m.kind == "note":
+        return store.add_note(m.user, m.value, confidence=m.confidence).id
+    assert m.key is not None
+    return store.remember(m.user, m.key, m.value, kind=m.kind, confidence=m.confidence).id
+
+
+def _mark_uses(store: MemoryStore, memories: Sequence[EvalMemory], refs: dict[str, str]) -> None:
+    """Record each memory's past uses (its last use and how many), as recall would have."""
+    rows = [
+        (to_db(m.used[-1]), len(m.used), to_db(m.used[-1]), refs[m.ref]) for m in memories if m.used
+    ]
+    with store.storage.lock, store.storage.hot.conn as conn:
+        conn.executemany(
+            "UPDATE memories SET last_accessed_at = ?, access_count = ?,"
+            " last_used_at = max(last_used_at, ?) WHERE id = ?",
+            rows,
+        )
+
+
+def _ask(path: Path, config: Config, data: EvalSet, refs: dict[str, str]) -> dict[str, Any]:
+    """Every question against a copy of ``path`` (hits get marked used, as in real use)."""
+    copy = path.with_name(path.stem + "-run.db")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    shutil.copy(path, copy)
+    semantic.reset()
+    ranks: list[tuple[EvalQuestion, int | None]] = []
+    silent = 0
+    with MemoryStore(copy, config=config, clock=fixed(data.now), actor="bench") as store:
+        for q in data.questions:
+            hits = [h.memory.id for h in store.search(q.user, q.query, limit=max(KS))]
+            if q.expect is None:
+                silent += not hits
+                continue
+            wanted = refs[q.expect]
+            ranks.append((q, hits.index(wanted) + 1 if wanted in hits else None))
+    return _recall(ranks) | {"no_answer_silent": round(silent / _no_answers(data), 3)}
+
+
+def _no_answers(data: EvalSet) -> int:
+    return max(1, sum(q.expect is None for q in data.questions))
+
+
+def _recall(ranks: Sequence[tuple[EvalQuestion, int | None]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in KS:
+        out[f"recall@{k}"] = round(sum(r is not None and r <= k for _, r in ranks) / len(ranks), 3)
+    kinds = sorted({q.kind for q, _ in ranks})
+    out["recall@10_by_kind"] = {
+        kind: round(
+            sum(r is not None for q, r in ranks if q.kind == kind)
+            / sum(q.kind == kind for q, _ in ranks),
+            3,
+        )
+        for kind in kinds
+    }
+    return out
+
+
+_WORD = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def _plain_terms(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def baselines(data: EvalSet, dims: int) -> dict[str, Any]:
+    """Okapi BM25, dense-only and their reciprocal-rank fusion, per user, over key + value."""
+    import numpy as np
+
+    ranks: dict[str, list[tuple[EvalQuestion, int | None]]] = {"bm25": [], "dense": [], "rrf": []}
+    silent = 0
+    for user, memories in _by_user(data.memories):
+        texts = [embedding_text(m.kind, m.key, m.value) for m in memories]
+        docs = [Counter(_plain_terms(t)) for t in texts]
+        lengths = [sum(d.values()) for d in docs]
+        avgdl = sum(lengths) / len(lengths)
+        df = Counter(t for d in docs for t in d)
+        matrix = np.asarray([standin_vector(t, dims) for t in texts])
+        for q in (q for q in data.questions if q.user == user):
+            terms = set(_plain_terms(q.query))
+            scores = [
+                _bm25(d, n, terms, df, len(docs), avgdl) for d, n in zip(docs, lengths, strict=True)
+            ]
+            bm25 = [i for i in sorted(range(len(docs)), key=lambda i: -scores[i]) if scores[i] > 0]
+            sims = matrix @ np.asarray(standin_vector(q.query, dims))
+            dense = list(np.argsort(-sims, kind="stable"))
+            fused = Counter[int]()
+            for ranking in (bm25, dense[:100]):
+                for rank, i in enumerate(ranking, start=1):
+                    fused[int(i)] += 1 / (60 + rank)
+            rrf = [i for i, _ in fused.most_common()]
+            if q.expect is None:
+                silent += not bm25
+                continue
+            wanted = next(i for i, m in enumerate(memories) if m.ref == q.expect)
+            for name, ranking in (("bm25", bm25), ("dense", dense), ("rrf", rrf)):
+                top = [int(i) for i in ranking[: max(KS)]]
+                ranks[name].append((q, top.index(wanted) + 1 if wanted in top else None))
+    out = {name: _recall(r) for name, r in ranks.items()}
+    out["bm25"]["no_answer_silent"] = round(silent / _no_answers(data), 3)
+    return out
+
+
+def _bm25(
+    doc: Counter[str], length: int, terms: set[str], df: Counter[str], n: int, avgdl: float
+) -> float:
+    score = 0.0
+    for t in terms:
+        tf = doc.get(t, 0)
+        if tf:
+            idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+            score += idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * length / avgdl))
+    return score
+
+
+def _by_user(memories: Sequence[EvalMemory]) -> Iterator[tuple[str, list[EvalMemory]]]:
+    users: dict[str, list[EvalMemory]] = {}
+    for m in memories:
+        users.setdefault(m.user, []).append(m)
+    yield from users.items()
+
+
+def table(figures: dict[str, Any]) -> str:
+    """The figures for people."""
+    lines = [
+        f"recall evaluation ({figures['size']}): {figures['users']} users, "
+        f"{figures['memories']} memories, {figures['questions']} questions "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(figures['by_kind'].items()))}); "
+        "embeddings: the bench's local stand-in",
+        f"{'system':<22} {'R@1':>6} {'R@3':>6} {'R@10':>6}   R@10 by kind; no-answer silent",
+    ]
+    rows = [(f"baseline {n}", figures["baselines"][n]) for n in ("bm25", "dense", "rrf")]
+    rows += [
+        (f"memkeeper {mode} {age}", figures[f"{mode}_{age}"])
+        for mode in ("keyword", "hybrid")
+        for age in ("fresh", "aged")
+    ]
+    endpoint = figures.get("endpoint", {})
+    rows += [
+        (f"endpoint hybrid {a}", endpoint[f"hybrid_{a}"])
+        for a in ("fresh", "aged")
+        if f"hybrid_{a}" in endpoint
+    ]
+    for name, f in rows:
+        kinds = ", ".join(f"{k} {v}" for k, v in f["recall@10_by_kind"].items())
+        silent = f.get("no_answer_silent")
+        lines.append(
+            f"{name:<22} {f['recall@1']:>6} {f['recall@3']:>6} {f['recall@10']:>6}   {kinds}"
+            + (f"; {silent}" if silent is not None else "")
+        )
+    if "skipped" in endpoint:
+        lines.append(f"endpoint: skipped ({endpoint['skipped']})")
+    return "\n".join(lines)
