@@ -39,6 +39,8 @@ KEYS = 20
 WORDS = ("report", "travel", "coffee", "meeting", "python", "garden")
 DEFAULT_MEMORIES = 20_000
 DEFAULT_USERS = 200
+MODE = "2026-07-28"
+"""The clients speak the current protocol: every call one stateless POST."""
 
 
 def _step(client: int, n: int) -> tuple[str, dict[str, Any]]:
@@ -74,8 +76,9 @@ def _drive(
     """Every client calling until ``done()`` (each tool at least once); latencies (ms) per
     tool, errors, seconds. ``ready()`` is called once every client has its session."""
     import anyio
-    from mcp import ClientSession, types
-    from mcp.client.streamable_http import streamablehttp_client
+    import httpx2
+    from mcp import Client, types
+    from mcp.client.streamable_http import streamable_http_client
 
     latencies: dict[str, list[float]] = defaultdict(list)
     errors: Counter[str] = Counter()
@@ -87,10 +90,14 @@ def _drive(
         headers = {"Authorization": f"Bearer {token}"}
         info = types.Implementation(name=f"bench-client-{number}", version="1")
         async with (
-            streamablehttp_client(url, headers=headers) as (read, write, _),
-            ClientSession(read, write, client_info=info) as session,
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(
+                streamable_http_client(url, http_client=http),
+                mode=MODE,
+                client_info=info,
+                cache=None,
+            ) as session,
         ):
-            await session.initialize()
             nonlocal waiting
             waiting -= 1
             if waiting == 0:
@@ -105,7 +112,7 @@ def _drive(
                 began = time.perf_counter()
                 result = await session.call_tool(tool, arguments)
                 latencies[tool].append((time.perf_counter() - began) * 1000)
-                if result.isError:
+                if result.is_error:
                     errors[f"{tool}: {result.content[0].text}"] += 1  # type: ignore[union-attr]
 
     async def main() -> None:

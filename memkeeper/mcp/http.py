@@ -1,19 +1,27 @@
 """The MCP server over streamable HTTP: authentication, a size limit, and a uvicorn server.
 
-The app (Starlette) has one endpoint, ``/mcp``: the SDK's
-:class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager` (stateful sessions,
-so the client's name from its handshake is known for every later call), behind
-:class:`Gate`, which for every request, before the SDK sees it:
+The app (Starlette) has one endpoint, ``/mcp``: the SDK's (mcp 2.x)
+:class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager`, which serves both
+eras of the protocol. A 2026-07-28 request (``MCP-Protocol-Version: 2026-07-28``) is one
+self-contained POST: no session, so any memkeeper process serving the same database can
+answer it. A client of the handshake era (2025-06-18, 2025-11-25) opens a stateful session
+with ``initialize`` (so its name is known for every later call); sessions end after
+``[mcp] session_idle_seconds`` idle, and each principal may hold at most
+``[mcp] max_sessions_per_principal`` (:mod:`memkeeper.mcp.sessions`; over it: 429). In front
+of the SDK, :class:`Gate`, for every request:
 
 1. finds the principal: the ``Authorization: Bearer <token>`` header looked up in the token
    file (:mod:`memkeeper.mcp.auth`) — a missing or unknown token gets 401 and a one-line
-   reason that never contains the token — or the one user of a ``--no-auth`` server;
-2. reads the body up to ``[mcp] max_request_bytes``: more (declared or sent) gets 413;
+   reason that never contains the token, more than one ``Authorization`` header 400 — or
+   the one user of a ``--no-auth`` server;
+2. reads the body up to ``[mcp] max_request_bytes``: more (declared or sent) gets 413; a
+   body nested deeper than :data:`MAX_JSON_DEPTH` gets 400 with a JSON-RPC parse error
+   (before any parser recurses into it);
 3. hands the request on with its principal in ``scope["state"]``, where the tool handler
    reads it (:func:`principal_of_request`): identity is per request, not per session.
 
-DNS-rebinding protection (the SDK's, off by default in 1.19) is on: only the loopback names
-on the server's port and ``[mcp] allowed_hosts`` are accepted as Host.
+DNS-rebinding protection is on: only the loopback names on the server's port and
+``[mcp] allowed_hosts`` are accepted as Host (421 otherwise).
 
 :func:`plan` decides whether a server may start (no token file: only on a loopback address
 with ``--no-auth``). :class:`HttpServer` runs uvicorn in a thread, either until SIGTERM or
@@ -40,10 +48,15 @@ from memkeeper.config import Config
 from memkeeper.config_mcp import split_list
 from memkeeper.errors import ConfigError, InvalidInput, MemkeeperError
 from memkeeper.mcp.auth import Principal, TokenTable, load_tokens
+from memkeeper.mcp.sessions import SessionLimits
 
 log = structlog.get_logger("memkeeper.mcp")
 
 PRINCIPAL_KEY = "memkeeper_principal"
+MAX_JSON_DEPTH = 256
+"""Deepest nesting of a request body: an MCP message needs a handful of levels."""
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""Protocol versions of the handshake era (the SDK routes any other to the stateless path)."""
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 START_TIMEOUT_SECONDS = 10.0
 
@@ -65,6 +78,8 @@ class HttpPlan:
     max_request_bytes: int
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
+    session_idle_seconds: float = 300.0
+    max_sessions_per_principal: int = 16
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -108,6 +123,8 @@ def plan(
         max_request_bytes=section.max_request_bytes,
         allowed_hosts=tuple(split_list(section.allowed_hosts)),
         allowed_origins=tuple(split_list(section.allowed_origins)),
+        session_idle_seconds=section.session_idle_seconds,
+        max_sessions_per_principal=section.max_sessions_per_principal,
     )
 
 
@@ -127,20 +144,82 @@ async def _answer(send: Send, status: int, message: str, headers: list[Any] | No
     await send({"type": "http.response.body", "body": body})
 
 
-class Gate:
-    """The ASGI layer before the SDK: bearer token → principal, body size limit."""
+def too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON ``body`` nests arrays/objects deeper than ``limit`` (strings skipped).
 
-    def __init__(self, app: App, plan: HttpPlan) -> None:
+    A linear scan, run only when the body has more brackets than ``limit`` at all.
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+async def _parse_error(send: Send, message: str) -> None:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def opens_session(scope: Scope) -> bool:
+    """Whether the SDK would open a stateful session for this request (as it routes them)."""
+    if scope.get("method") != "POST" or _header(scope, b"mcp-session-id") is not None:
+        return False
+    version = _header(scope, b"mcp-protocol-version")
+    return version is None or version.decode("latin-1") in HANDSHAKE_VERSIONS
+
+
+class Gate:
+    """The ASGI layer before the SDK: bearer token → principal, limits on size, depth and
+    sessions."""
+
+    def __init__(self, app: App, plan: HttpPlan, sessions: SessionLimits | None = None) -> None:
         self.app = app
         self.plan = plan
+        self.sessions = sessions
 
     def _principal(self, scope: Scope) -> tuple[Principal | None, str]:
+        headers = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
+        if len(headers) > 1:
+            return None, "more than one Authorization header"
         if self.plan.tokens is None:
             return Principal(self.plan.open_user), ""
-        header = b""
-        for name, value in scope.get("headers", []):
-            if name.lower() == b"authorization":
-                header = value
+        header = headers[0] if headers else b""
         scheme, _, token = header.decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None, "missing bearer token (Authorization: Bearer <token>)"
@@ -154,7 +233,11 @@ class Gate:
         principal, why = self._principal(scope)
         if principal is None:
             log.warning("refused an MCP request", reason=why, peer=_peer(scope))
-            await _answer(send, 401, why, [(b"www-authenticate", b'Bearer realm="memkeeper"')])
+            if why.startswith("more than one"):
+                await _answer(send, 400, why)
+            else:
+                challenge = [(b"www-authenticate", b'Bearer realm="memkeeper"')]
+                await _answer(send, 401, why, challenge)
             return
         limit = self.plan.max_request_bytes
         declared = dict(scope.get("headers", [])).get(b"content-length", b"0")
@@ -174,6 +257,10 @@ class Gate:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if too_deep(body):
+            log.info("refused an MCP request", reason="JSON nested too deep", peer=_peer(scope))
+            await _parse_error(send, f"Parse error: JSON nested deeper than {MAX_JSON_DEPTH}")
+            return
         sent = False
 
         async def replay() -> Message:
@@ -184,7 +271,43 @@ class Gate:
             return await receive()
 
         scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
-        await self.app(scope, replay, send)
+        if self.sessions is None or not opens_session(scope):
+            await self.app(scope, replay, send)
+            return
+        await self._open_session(principal, scope, replay, send)
+
+    async def _open_session(
+        self, principal: Principal, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Pass on a request that opens a session, if ``principal`` is under its cap."""
+        assert self.sessions is not None
+        if not self.sessions.admit(principal):
+            cap, idle = self.sessions.cap, self.plan.session_idle_seconds
+            log.warning(
+                "refused an MCP session", reason="session cap", principal=principal.label, cap=cap
+            )
+            await _answer(
+                send,
+                429,
+                f"too many open MCP sessions for this token ({cap}, [mcp] "
+                f"max_sessions_per_principal): end one (HTTP DELETE) or let an idle one expire "
+                f"({idle:g} s)",
+                [(b"retry-after", str(max(int(idle), 1)).encode())],
+            )
+            return
+        session_id: str | None = None
+
+        async def watch(message: Message) -> None:
+            nonlocal session_id
+            if message["type"] == "http.response.start" and message.get("status", 500) < 400:
+                found = [v for k, v in message.get("headers", []) if k == b"mcp-session-id"]
+                session_id = found[0].decode("latin-1") if found else None
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            self.sessions.settle(principal, session_id)
 
 
 def _peer(scope: Scope) -> str:
@@ -223,7 +346,16 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
         ],
     )
     manager = StreamableHTTPSessionManager(
-        build_server(store, principal_of_request), security_settings=security
+        build_server(store, principal_of_request),
+        security_settings=security,
+        session_idle_timeout=plan.session_idle_seconds,
+        max_request_body_size=plan.max_request_bytes,
+        max_sessions=None,  # capped per principal by the Gate
+    )
+    sessions = SessionLimits(
+        plan.max_sessions_per_principal,
+        # The SDK's live sessions (a private attribute; the major version is pinned).
+        lambda: manager._server_instances,
     )
 
     @contextlib.asynccontextmanager
@@ -232,7 +364,8 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
             yield
 
     return Starlette(
-        routes=[Route("/mcp", endpoint=Gate(manager.handle_request, plan))], lifespan=lifespan
+        routes=[Route("/mcp", endpoint=Gate(manager.handle_request, plan, sessions))],
+        lifespan=lifespan,
     )
 
 
