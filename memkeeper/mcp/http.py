@@ -363,10 +363,12 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
         async with manager.run():
             yield
 
-    return Starlette(
+    app = Starlette(
         routes=[Route("/mcp", endpoint=Gate(manager.handle_request, plan, sessions))],
         lifespan=lifespan,
     )
+    app.state.sessions = sessions  # for HttpServer.open_sessions
+    return app
 
 
 class HttpServer:
@@ -379,8 +381,9 @@ class HttpServer:
 
         quiet_sdk(logs.debug_enabled())
         self.plan = plan
+        self.app = build_app(store, plan)
         config = uvicorn.Config(
-            build_app(store, plan),
+            self.app,
             host=plan.host,
             port=plan.port,
             log_config=None,  # our handler (memkeeper.logs) renders uvicorn's lines too
@@ -390,6 +393,11 @@ class HttpServer:
         )
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
+
+    def open_sessions(self) -> int:
+        """Stateful sessions open now, every principal's (expired ones not counted)."""
+        sessions: SessionLimits = self.app.state.sessions
+        return sessions.total()
 
     @property
     def port(self) -> int:
