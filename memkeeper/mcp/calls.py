@@ -365,7 +365,7 @@ def call(
     given = bind(spec, arguments)
     user = caller.principal.acting_for(given.pop("user_id", None))
     creates = not (spec.read_only or spec.destructive)
-    store = StoreRef.of(stores).get(create=creates)
-    if store is None:
-        return _nothing_yet(tool, given)
-    return HANDLERS[tool](store, caller, user, given)
+    with StoreRef.of(stores).borrow(create=creates) as store:
+        if store is None:
+            return _nothing_yet(tool, given)
+        return HANDLERS[tool](store, caller, user, given)

@@ -348,6 +348,10 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
     manager = StreamableHTTPSessionManager(
         build_server(store, principal_of_request),
         security_settings=security,
+        # Answers as plain JSON, not an SSE stream: memkeeper sends no notifications, and a
+        # 2026-07-28 call is then served in the request's own task (no sibling task, no
+        # keep-alive timer).
+        json_response=True,
         session_idle_timeout=plan.session_idle_seconds,
         max_request_body_size=plan.max_request_bytes,
         max_sessions=None,  # capped per principal by the Gate

@@ -75,11 +75,11 @@ def prompt_result(
             f"{name} has no argument {unknown[0][:40]!r}; its arguments are: {', '.join(known)}"
         )
     user = caller.principal.acting_for(given.get("user"))
-    store = stores.get(create=False)  # a prompt reads: it never creates the database
     text = ""
-    if store is not None:
-        namespace = given.get("namespace", "")
-        text = store.context(user, namespace=namespace, query=given.get("query")).text
+    with stores.borrow(create=False) as store:  # a prompt reads: it never creates the database
+        if store is not None:
+            namespace = given.get("namespace", "")
+            text = store.context(user, namespace=namespace, query=given.get("query")).text
     return types.GetPromptResult(
         description=f"memkeeper's memory about {user}",
         messages=[types.PromptMessage(role="user", content=types.TextContent(text=text))],
