@@ -412,3 +412,51 @@ def test_several_clients_remember_and_search_while_a_maintenance_pass_runs(
     assert {c.source for c in writes if c.actor == "mcp:remember"} == {
         f"mcp:c{n}" for n in range(6)
     }
+
+
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "version", "code"),
+    [
+        (b"{not json", MODERN, -32700),
+        (b"{not json", None, -32700),
+        (
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 3, "method": "bogus/x", "params": {"_meta": ENVELOPE}}
+            ).encode(),
+            MODERN,
+            -32601,
+        ),
+        (
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"_meta": ENVELOPE}}
+            ).encode(),
+            MODERN,
+            -32602,
+        ),
+    ],
+    ids=["bad-json-2026", "bad-json-legacy", "unknown-method", "call-without-name"],
+)
+def test_malformed_or_unknown_requests_get_the_protocols_error_not_a_log_dump(
+    served: Served, body: bytes, version: str | None, code: int
+) -> None:
+    headers = {
+        **ACCEPT,
+        "Authorization": f"Bearer {TOKENS['alice']}",
+        "content-type": "application/json",
+    }
+    if version:
+        headers["MCP-Protocol-Version"] = version
+        method = json.loads(body)["method"] if body.startswith(b'{"') else "tools/list"
+        headers["Mcp-Method"] = method
+    response = httpx.post(served.url, content=body, headers=headers)
+    assert 400 <= response.status_code < 500
+    assert response.json()["error"]["code"] == code
+    logged = served.log.getvalue()
+    assert "Traceback" not in logged and '"level": "error"' not in logged
