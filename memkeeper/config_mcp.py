@@ -46,6 +46,22 @@ class McpSection(Section):
         "http://localhost and http://[::1] on any port, comma separated (browser clients).",
     )
 
+    session_idle_seconds: float = Field(
+        300,
+        ge=1,
+        le=86_400,
+        description="Seconds without a request after which an HTTP session (a client of the "
+        "initialize handshake) is closed; the client then opens a new one. 2026-07-28 "
+        "requests are stateless and open none.",
+    )
+    max_sessions_per_principal: int = Field(
+        16,
+        ge=1,
+        le=10_000,
+        description="Open HTTP sessions one token (or the --no-auth user) may hold; one more "
+        "gets HTTP 429 until a session ends or expires.",
+    )
+
     @field_validator("token_file")
     @classmethod
     def _absolute(cls, value: str) -> str:

@@ -22,6 +22,9 @@ def test_bench_reports_each_tools_latency_during_a_pass_and_without(
     for phase in ("during_pass", "no_pass"):
         part = figures[phase]
         assert part["errors"] == 0, part["error_samples"]
+        assert part["recall_search_per_second"] > 0
+        reads = part["recall_search"]
+        assert reads["calls"] == part["tools"]["recall"]["calls"] + part["tools"]["search"]["calls"]
         assert set(part["tools"]) <= set(TOOLS) and part["tools"]
         for row in part["tools"].values():
             assert row["calls"] >= 1

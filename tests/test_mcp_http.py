@@ -1,11 +1,14 @@
 """The MCP server over streamable HTTP (issue 13): a real uvicorn server on 127.0.0.1, a free
-port, driven by the SDK's own client.
+port, driven by the SDK 2.x client in the 2026-07-28 mode (stateless requests, no session)
+and in the 2025-06-18 handshake mode (a session).
 
 Authentication: no token, a wrong token, a token of user A naming user B, an admin token; no
 token ever appears in a log line (captured at debug level, the SDK's lines included) or in an
 error. Also the request size limit (413), the DNS-rebinding protection (421), the token
 file's checks, the refusal to start without tokens, and several clients remembering and
-searching at once while a maintenance pass runs.
+searching at once while a maintenance pass runs (and really during it). Issue 18: more than
+one Authorization header is refused; a 50,000-deep body is a parse error and the server
+keeps serving.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,8 +25,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from mcp import ClientSession, types
-from mcp.client.streamable_http import streamablehttp_client
+from mcp import types
+from mcp_clients import MODERN, MODES, over_http
 
 from memkeeper import MemoryStore, logs
 from memkeeper.clock import fixed, system_now
@@ -75,17 +79,15 @@ class Served:
         return self.server.url
 
     def calls(
-        self, token: str, steps: list[tuple[str, dict[str, Any]]], client: str = CLIENT
+        self,
+        token: str,
+        steps: list[tuple[str, dict[str, Any]]],
+        client: str = CLIENT,
+        mode: str = MODERN,
     ) -> list[types.CallToolResult]:
         async def go() -> list[types.CallToolResult]:
-            headers = {"Authorization": f"Bearer {token}"}
-            info = types.Implementation(name=client, version="1")
             with anyio.fail_after(30):
-                async with (
-                    streamablehttp_client(self.url, headers=headers) as (read, write, _),
-                    ClientSession(read, write, client_info=info) as session,
-                ):
-                    await session.initialize()
+                async with over_http(self.url, token, client, mode) as session:
                     return [await session.call_tool(name, args) for name, args in steps]
 
         return anyio.run(go)
@@ -108,19 +110,23 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 
 def data(result: types.CallToolResult) -> Any:
-    assert not result.isError, result.content
-    return result.structuredContent
+    assert not result.is_error, result.content
+    return result.structured_content
 
 
 def error(result: types.CallToolResult) -> str:
-    assert result.isError
+    assert result.is_error
     return result.content[0].text  # type: ignore[union-attr]
 
 
-def test_every_tool_over_http_writes_what_it_says_with_actor_and_client(served: Served) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_every_tool_over_http_writes_what_it_says_with_actor_and_client(
+    served: Served, mode: str
+) -> None:
     results = served.calls(
-        TOKENS["alice"],
-        [
+        mode=mode,
+        token=TOKENS["alice"],
+        steps=[
             ("remember", {"key": "city", "value": "Lisbon", "source": "stated by the user"}),
             ("add_note", {"text": "prefers morning meetings", "namespace": "work"}),
             ("recall", {"key": "city"}),
@@ -128,17 +134,24 @@ def test_every_tool_over_http_writes_what_it_says_with_actor_and_client(served: 
             ("context", {"namespace": "work"}),
             ("append_message", {"session_id": "s", "role": "assistant", "content": "ok"}),
             ("record_episode", {"task_name": "plan", "status": "draft"}),
+            ("list_memories", {"namespace": "work"}),
+            ("episodes", {}),
+            ("history", {"session_id": "s"}),
         ],
     )
     city, note = data(results[0])["memory"], data(results[1])["memory"]
+    assert [m["id"] for m in data(results[7])["memories"]] == [note["id"]]
+    assert [e["task_name"] for e in data(results[8])["episodes"]] == ["plan"]
+    assert [m["content"] for m in data(results[9])["messages"]] == ["ok"]
     assert data(results[2])["memory"]["value"] == "Lisbon"
     assert data(results[3])["hits"][0]["memory"]["id"] == note["id"]
     assert "morning meetings" in data(results[4])["text"]
     assert data(results[5])["message"]["role"] == "assistant"
     assert data(results[6])["episode"]["status"] == "draft"
     more = served.calls(
-        TOKENS["alice"],
-        [("explain", {"memory_id": city["id"]}), ("forget", {"memory_id": note["id"]})],
+        mode=mode,
+        token=TOKENS["alice"],
+        steps=[("explain", {"memory_id": city["id"]}), ("forget", {"memory_id": note["id"]})],
     )
     assert f"mcp:{CLIENT}: stated by the user" in data(more[0])["explanation"]
     assert data(more[1]) == {"forgotten": 1}
@@ -164,7 +177,7 @@ def test_requests_without_a_valid_token_are_refused_and_change_nothing(served: S
         assert "token" in response.json()["error"]
     with pytest.raises(BaseException) as caught:  # the SDK client fails on the 401
         served.calls(WRONG, [("remember", {"key": "k", "value": "v"})])
-    assert "401" in repr(caught.value) and WRONG not in repr(caught.value)
+    assert WRONG not in repr(caught.value)
     assert served.store.list_memories() == []
     assert WRONG not in served.log.getvalue()
 
@@ -290,55 +303,160 @@ def test_a_bad_token_file_is_refused_naming_the_entry_not_the_token(
     assert WRONG not in str(caught.value)
 
 
+def test_two_authorization_headers_are_refused(served: Served) -> None:
+    """Issue 18 item 7: a wrong first header and a valid second one got 200."""
+    for first, second in ((WRONG, TOKENS["alice"]), (TOKENS["alice"], WRONG)):
+        headers = httpx.Headers(
+            [
+                ("Authorization", f"Bearer {first}"),
+                ("Authorization", f"Bearer {second}"),
+                *ACCEPT.items(),
+            ]
+        )
+        response = httpx.post(served.url, json=INITIALIZE, headers=headers)
+        assert response.status_code == 400
+        assert response.json() == {"error": "more than one Authorization header"}
+    assert served.store.list_memories() == []
+
+
+def test_a_deeply_nested_body_is_a_parse_error_and_the_server_keeps_serving(
+    served: Served,
+) -> None:
+    """Issue 18 item 8: a 50,000-deep nested JSON body got HTTP 500 (a RecursionError)."""
+    auth = {**ACCEPT, "Authorization": f"Bearer {TOKENS['alice']}"}
+    auth["content-type"] = "application/json"
+    deep = b"[" * 50_000 + b"]" * 50_000
+    nested = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":' + b'{"a":' * 50_000
+    nested += b"1" + b"}" * 50_000 + b"}"
+    for body, version in ((deep, None), (nested, MODERN)):
+        headers = dict(auth)
+        if version:
+            headers["MCP-Protocol-Version"] = version
+        response = httpx.post(served.url, content=body, headers=headers)
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32700  # JSON-RPC parse error
+    [result] = served.calls(TOKENS["alice"], [("remember", {"key": "k", "value": "v"})])
+    assert data(result)["memory"]["value"] == "v"
+    assert "Traceback" not in served.log.getvalue()
+
+
 def test_several_clients_remember_and_search_while_a_maintenance_pass_runs(
     served: Served,
 ) -> None:
-    # Work for the pass: 300 of dave's facts, last used more than a year ago, are due.
+    """Issue 18 item 20: the clients' calls really overlap the pass (asserted, not hoped)."""
+    # Work for the pass: 1,500 of dave's facts, last used more than a year ago, are due.
     old = MemoryStore(served.store.path, clock=fixed(system_now() - timedelta(days=400)))
     with old:
-        for n in range(300):
+        for n in range(1500):
             old.remember("dave", f"old{n}", f"value {n}", confidence=0.5)
     outcome: dict[str, Any] = {}
+    go = threading.Event()
 
     def maintenance_pass() -> None:
+        go.wait(60)
         with MemoryStore(served.store.path) as runner:
+            outcome["start"] = time.monotonic()
             outcome["report"] = run_once(runner, ["settle", "expire", "demote", "prune"])
+            outcome["end"] = time.monotonic()
 
-    async def client(token: str, name: str, found: dict[str, list[bool]]) -> None:
-        headers = {"Authorization": f"Bearer {token}"}
-        async with (
-            streamablehttp_client(served.url, headers=headers) as (read, write, _),
-            ClientSession(
-                read, write, client_info=types.Implementation(name=name, version="1")
-            ) as session,
-        ):
-            await session.initialize()
-            for n in range(15):
+    thread = threading.Thread(target=maintenance_pass)
+    spans: list[tuple[float, float]] = []
+
+    async def client(token: str, name: str, mode: str, found: dict[str, list[bool]]) -> None:
+        async with over_http(served.url, token, name, mode) as session:
+            connected.append(name)
+            if len(connected) == 6:
+                all_connected.set()
+            await ready.wait()
+            n = 0
+            # At least 15 rounds each, and on until the pass is over.
+            while n < 15 or thread.is_alive():
+                began = time.monotonic()
                 wrote = await session.call_tool("remember", {"key": f"{name}-{n}", "value": "x"})
                 hits = await session.call_tool("search", {"query": f"{name}-{n}", "limit": 1})
-                assert not wrote.isError and not hits.isError, (wrote.content, hits.content)
-                found[name].append(bool(hits.structuredContent["hits"]))
+                spans.append((began, time.monotonic()))
+                assert not wrote.is_error and not hits.is_error, (wrote.content, hits.content)
+                found[name].append(bool(hits.structured_content["hits"]))
+                n += 1
+
+    connected: list[str] = []
+    all_connected, ready = anyio.Event(), anyio.Event()
 
     async def clients() -> dict[str, list[bool]]:
         found: dict[str, list[bool]] = {f"c{n}": [] for n in range(6)}
-        with anyio.fail_after(120):
+        with anyio.fail_after(240):
             async with anyio.create_task_group() as group:
                 for n in range(6):
                     token = TOKENS["alice"] if n % 2 else TOKENS["bob"]
-                    group.start_soon(client, token, f"c{n}", found)
+                    group.start_soon(client, token, f"c{n}", MODES[n % 2], found)
+                await all_connected.wait()  # every client connects first, then the pass starts
+                thread.start()
+                go.set()
+                ready.set()
         return found
 
-    thread = threading.Thread(target=maintenance_pass)
-    thread.start()
     found = anyio.run(clients)
     thread.join(timeout=120)
     assert outcome["report"].ok
+    during = [s for s in spans if s[0] >= outcome["start"] and s[1] <= outcome["end"]]
+    assert during, "no client call ran while the maintenance pass did"
     assert all(all(hits) for hits in found.values()), found
     store = served.store
-    assert len(store.list_memories("alice")) == 45 and len(store.list_memories("bob")) == 45
+    rounds = {name: len(hits) for name, hits in found.items()}
+    alice = sum(count for name, count in rounds.items() if int(name[1:]) % 2)
+    assert len(store.list_memories("alice")) == alice
+    assert len(store.list_memories("bob")) == sum(rounds.values()) - alice
     assert {m.state for m in store.list_memories("dave")} <= {"pending_review", "cold"}
-    writes = store.changes(action="create")
-    assert sum(c.actor == "mcp:remember" for c in writes) == 90
+    writes = store.changes(action="create", limit=100_000)
+    assert sum(c.actor == "mcp:remember" for c in writes) == sum(rounds.values())
     assert {c.source for c in writes if c.actor == "mcp:remember"} == {
         f"mcp:c{n}" for n in range(6)
     }
+
+
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "version", "code"),
+    [
+        (b"{not json", MODERN, -32700),
+        (b"{not json", None, -32700),
+        (
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 3, "method": "bogus/x", "params": {"_meta": ENVELOPE}}
+            ).encode(),
+            MODERN,
+            -32601,
+        ),
+        (
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"_meta": ENVELOPE}}
+            ).encode(),
+            MODERN,
+            -32602,
+        ),
+    ],
+    ids=["bad-json-2026", "bad-json-legacy", "unknown-method", "call-without-name"],
+)
+def test_malformed_or_unknown_requests_get_the_protocols_error_not_a_log_dump(
+    served: Served, body: bytes, version: str | None, code: int
+) -> None:
+    headers = {
+        **ACCEPT,
+        "Authorization": f"Bearer {TOKENS['alice']}",
+        "content-type": "application/json",
+    }
+    if version:
+        headers["MCP-Protocol-Version"] = version
+        method = json.loads(body)["method"] if body.startswith(b'{"') else "tools/list"
+        headers["Mcp-Method"] = method
+    response = httpx.post(served.url, content=body, headers=headers)
+    assert 400 <= response.status_code < 500
+    assert response.json()["error"]["code"] == code
+    logged = served.log.getvalue()
+    assert "Traceback" not in logged and '"level": "error"' not in logged

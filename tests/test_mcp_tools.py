@@ -1,7 +1,8 @@
 """The MCP server in process (issue 13): the SDK's own client against the server object.
 
-Every tool is called through ``mcp.shared.memory.create_connected_server_and_client_session``
-(a real MCP session over memory streams, handshake included), and the outcome is checked in
+Every tool is called through the SDK 2.x ``Client`` connected to the server object in process,
+in the 2026-07-28 mode (no handshake) and in the 2025-06-18 handshake mode (a real MCP
+session over memory streams, see ``tests/mcp_clients.py``), and the outcome is checked in
 the database and the change log: actor ``mcp:<tool>``, the client's name in the source, no
 change at all after a refused call. Also: the tools' schemas and annotations, who may act for
 whom, the README's tool table against the server's own list, and that memory commands do not
@@ -22,8 +23,8 @@ from typing import Any
 import anyio
 import pytest
 from helpers import change_rows, dump_databases
-from mcp import ClientSession, types
-from mcp.shared.memory import create_connected_server_and_client_session
+from mcp import Client, types
+from mcp_clients import MODERN, MODES, in_process
 
 from memkeeper import MemoryStore
 from memkeeper.mcp.auth import Principal
@@ -42,16 +43,18 @@ TOOLS = [
     "append_message",
     "record_episode",
     "explain",
+    "list_memories",
+    "episodes",
+    "history",
 ]
 
 
 @asynccontextmanager
 async def session(
-    store: MemoryStore, principal: Principal, client: str = CLIENT
-) -> AsyncIterator[ClientSession]:
+    store: MemoryStore, principal: Principal, client: str = CLIENT, mode: str = MODERN
+) -> AsyncIterator[Client]:
     server = build_server(store, fixed_principal(principal))
-    info = types.Implementation(name=client, version="1.0")
-    async with create_connected_server_and_client_session(server, client_info=info) as client_:
+    async with in_process(server, client, mode) as client_:
         yield client_
 
 
@@ -60,24 +63,27 @@ def run(func: Callable[[], Any]) -> Any:
 
 
 def calls(
-    store: MemoryStore, steps: list[tuple[str, dict[str, Any]]], user: str | None = "alice"
+    store: MemoryStore,
+    steps: list[tuple[str, dict[str, Any]]],
+    user: str | None = "alice",
+    mode: str = MODERN,
 ) -> list[types.CallToolResult]:
     async def go() -> list[types.CallToolResult]:
-        async with session(store, Principal(user)) as client:
+        async with session(store, Principal(user), mode=mode) as client:
             return [await client.call_tool(name, args) for name, args in steps]
 
     return run(go)
 
 
 def data(result: types.CallToolResult) -> Any:
-    assert not result.isError, result.content
+    assert not result.is_error, result.content
     text = result.content[0].text  # type: ignore[union-attr]
-    assert json.loads(text) == result.structuredContent
-    return result.structuredContent
+    assert json.loads(text) == result.structured_content
+    return result.structured_content
 
 
 def error(result: types.CallToolResult) -> str:
-    assert result.isError
+    assert result.is_error
     [content] = result.content
     return content.text  # type: ignore[union-attr]
 
@@ -97,23 +103,33 @@ def test_the_server_lists_every_tool_with_a_schema_and_annotations(store: Memory
     assert list(tools) == TOOLS
     for tool in tools.values():
         assert len(tool.description or "") > 80
-        assert tool.inputSchema["type"] == "object"
-        assert tool.inputSchema["additionalProperties"] is False
-        assert all(p.get("description") for p in tool.inputSchema["properties"].values())
-        assert tool.annotations is not None and tool.annotations.openWorldHint is False
-    reads = {name for name, tool in tools.items() if tool.annotations.readOnlyHint}
-    assert reads == {"recall", "search", "context", "explain"}
-    assert {name for name, t in tools.items() if t.annotations.destructiveHint} == {"forget"}
-    assert tools["remember"].inputSchema["required"] == ["key", "value"]
-    assert tools["remember"].inputSchema["properties"]["kind"]["enum"] == ["fact", "preference"]
+        assert tool.input_schema["type"] == "object"
+        assert tool.input_schema["additionalProperties"] is False
+        assert all(p.get("description") for p in tool.input_schema["properties"].values())
+        assert tool.annotations is not None and tool.annotations.open_world_hint is False
+    reads = {name for name, tool in tools.items() if tool.annotations.read_only_hint}
+    assert reads == {
+        "recall",
+        "search",
+        "context",
+        "explain",
+        "list_memories",
+        "episodes",
+        "history",
+    }
+    assert {name for name, t in tools.items() if t.annotations.destructive_hint} == {"forget"}
+    assert tools["remember"].input_schema["required"] == ["key", "value"]
+    assert tools["remember"].input_schema["properties"]["kind"]["enum"] == ["fact", "preference"]
 
 
+@pytest.mark.parametrize("mode", MODES)
 def test_each_tool_works_and_every_change_names_the_tool_and_the_client(
-    store: MemoryStore,
+    store: MemoryStore, mode: str
 ) -> None:
     first = calls(
-        store,
-        [
+        mode=mode,
+        store=store,
+        steps=[
             ("remember", {"key": "city", "value": "Paris", "source": "stated by the user"}),
             ("remember", {"key": "tone", "value": "brief", "kind": "preference", "namespace": "p"}),
             ("add_note", {"text": "Met Bob about the Q3 report", "namespace": "p"}),
@@ -123,6 +139,10 @@ def test_each_tool_works_and_every_change_names_the_tool_and_the_client(
             ("context", {"namespace": "p", "query": "tone"}),
             ("append_message", {"session_id": "s1", "role": "user", "content": "hello"}),
             ("record_episode", {"task_name": "weekly report", "namespace": "p"}),
+            ("list_memories", {}),
+            ("list_memories", {"namespace": "p", "kind": "note"}),
+            ("episodes", {"namespace": "p"}),
+            ("history", {"session_id": "s1"}),
         ],
     )
     city = data(first[0])["memory"]
@@ -137,6 +157,14 @@ def test_each_tool_works_and_every_change_names_the_tool_and_the_client(
     assert "brief" in context["text"] and "Met Bob" in context["text"]
     assert data(first[7])["message"]["session_id"] == "s1"
     assert data(first[8])["episode"]["task_name"] == "weekly report"
+    listed = data(first[9])
+    assert listed["total"] == 3
+    assert listed["memories"][0]["id"] == city["id"]
+    assert [m["id"] for m in data(first[10])["memories"]] == [note["id"]]
+    [episode] = data(first[11])["episodes"]
+    assert episode["task_name"] == "weekly report" and episode["status"] == "completed"
+    [message] = data(first[12])["messages"]
+    assert message["role"] == "user" and message["content"] == "hello"
 
     # The database holds exactly that, for alice.
     assert store.recall("alice", "tone", namespace="p").value == "brief"  # type: ignore[union-attr]
@@ -150,8 +178,9 @@ def test_each_tool_works_and_every_change_names_the_tool_and_the_client(
     assert all(c.source.startswith(f"mcp:{CLIENT}") for c in created)  # type: ignore[union-attr]
 
     later = calls(
-        store,
-        [
+        mode=mode,
+        store=store,
+        steps=[
             ("explain", {"memory_id": city["id"]}),
             ("forget", {"key": "city"}),
             ("forget", {"memory_id": note["id"]}),
@@ -185,6 +214,10 @@ BAD_CALLS = [
     ("record_episode", {"task_name": "t", "status": "maybe"}, "status must be one of"),
     ("forget", {}, "exactly one of key and memory_id"),
     ("explain", {"memory_id": "nope"}, "no memory with id 'nope' for this user"),
+    ("list_memories", {"state": "lost"}, "state must be one of"),
+    ("list_memories", {"limit": 501}, "limit must be from 1 to 500"),
+    ("history", {}, "history needs the argument 'session_id'"),
+    ("episodes", {"limit": "all"}, "limit must be a whole number"),
     ("erase_everything", {}, "no tool named 'erase_everything'"),
 ]
 

@@ -76,8 +76,10 @@ def mcp(
     Over stdio (the default) for one client that started this process, acting for one user;
     over HTTP (--http) for many, each request authenticated by a bearer token from the token
     file. Tools: remember, recall, search, forget, add_note, context, append_message,
-    record_episode, explain. Every change is logged with actor mcp:<tool> and the client's
-    name in its source. Logs go to standard error (stdio uses standard output).
+    record_episode, explain, list_memories, episodes, history; the prompt memory_context.
+    Protocol 2026-07-28 and the initialize handshake (2025-06-18, 2025-11-25) on both.
+    Every change is logged with actor mcp:<tool> and the client's name in its source. Logs
+    go to standard error (stdio uses standard output).
     """
     if show_tools:
         _print_tools(show_tools)
@@ -89,7 +91,7 @@ def mcp(
     if no_auth and not listen:
         raise click.UsageError("--no-auth applies to --http only")
     from memkeeper.mcp.sdk_logs import quiet_sdk
-    from memkeeper.store import MemoryStore
+    from memkeeper.mcp.store_ref import StoreRef
 
     config = app.config
     level = {0: config.logging.level, 1: "info"}.get(app.verbose, "debug")
@@ -101,8 +103,9 @@ def mcp(
         if no_auth:
             user = user or default_user()
         how = plan(listen, config, no_auth=no_auth, user=user)
-        with MemoryStore(app.db, config=config, actor="mcp") as store:
-            HttpServer(store, how).run()
+        # Opened by the first call that needs it: only a write creates the database.
+        with StoreRef(app.db, config=config) as stores:
+            HttpServer(stores, how).run()
         return
     from memkeeper import validation
     from memkeeper.mcp.stdio import serve_stdio
@@ -110,8 +113,8 @@ def mcp(
     who = validation.identifier(
         "--user", user or default_user(), max_chars=config.limits.max_key_chars
     )
-    with MemoryStore(app.db, config=config, actor="mcp") as store:
-        serve_stdio(store, who)
+    with StoreRef(app.db, config=config) as stores:
+        serve_stdio(stores, who)
 
 
 def register(group: click.Group) -> None:

@@ -24,8 +24,9 @@ from typing import Any
 
 from memkeeper.errors import InvalidInput, NotFound
 from memkeeper.mcp.auth import Principal
-from memkeeper.mcp.schemas import BY_NAME, ToolSpec
-from memkeeper.records import Memory
+from memkeeper.mcp.schemas import BY_NAME, MAX_LIST, ToolSpec
+from memkeeper.mcp.store_ref import StoreRef
+from memkeeper.records import KINDS, STATES, Episode, Memory, Message
 from memkeeper.store import DEFAULT_CONFIDENCE, MemoryStore
 
 MAX_CLIENT_CHARS = 64
@@ -254,6 +255,66 @@ def _explain(store: MemoryStore, _caller: Caller, user: str, a: dict[str, Any]) 
     return {"memory_id": a["memory_id"], "explanation": store.explain(a["memory_id"])}
 
 
+def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value is not None and value not in allowed:
+        raise InvalidInput(f"{name} must be one of: {', '.join(allowed)}")
+
+
+def _list_memories(
+    store: MemoryStore, _caller: Caller, user: str, a: dict[str, Any]
+) -> dict[str, Any]:
+    _one_of("state", a.get("state"), STATES)
+    _one_of("kind", a.get("kind"), KINDS)
+    memories = store.list_memories(
+        user, namespace=a.get("namespace"), state=a.get("state"), kind=a.get("kind")
+    )
+    memories.sort(key=lambda memory: (memory.created_at, memory.id))
+    shown = memories[-_limit(a, 50) :]
+    return {"memories": [memory_json(memory) for memory in shown], "total": len(memories)}
+
+
+def episode_json(episode: Episode) -> dict[str, Any]:
+    """An episode as compact JSON for a model."""
+    return {
+        "id": episode.id,
+        "task_name": episode.task_name,
+        "status": episode.status,
+        "input_summary": episode.input_summary,
+        "output_summary": episode.output_summary,
+        "user_feedback": episode.user_feedback,
+        "created_at": episode.created_at.isoformat(),
+    }
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """A conversation message as compact JSON for a model."""
+    return {
+        "id": message.id,
+        "role": message.role,
+        "content": message.content,
+        "created_at": message.created_at.isoformat(),
+    }
+
+
+def _limit(a: dict[str, Any], default: int) -> int:
+    limit = a.get("limit", default)
+    if not 1 <= limit <= MAX_LIST:
+        raise InvalidInput(f"limit must be from 1 to {MAX_LIST}")
+    return int(limit)
+
+
+def _episodes(store: MemoryStore, _caller: Caller, user: str, a: dict[str, Any]) -> dict[str, Any]:
+    found = store.episodes(user, namespace=a.get("namespace", ""), limit=_limit(a, 20))
+    return {"episodes": [episode_json(episode) for episode in found]}
+
+
+def _history(store: MemoryStore, _caller: Caller, user: str, a: dict[str, Any]) -> dict[str, Any]:
+    found = store.history(
+        user, a["session_id"], namespace=a.get("namespace", ""), limit=_limit(a, 50)
+    )
+    return {"session_id": a["session_id"], "messages": [message_json(m) for m in found]}
+
+
 Handler = Callable[[MemoryStore, Caller, str, dict[str, Any]], dict[str, Any]]
 
 HANDLERS: dict[str, Handler] = {
@@ -266,14 +327,45 @@ HANDLERS: dict[str, Handler] = {
     "append_message": _append_message,
     "record_episode": _record_episode,
     "explain": _explain,
+    "list_memories": _list_memories,
+    "episodes": _episodes,
+    "history": _history,
 }
 
+NOTHING_YET: dict[str, dict[str, Any]] = {
+    "recall": {"found": False, "memory": None},
+    "search": {"hits": []},
+    "forget": {"forgotten": 0},
+    "context": {"text": "", "memory_ids": [], "relevant_ids": [], "episodes": 0},
+    "list_memories": {"memories": [], "total": 0},
+    "episodes": {"episodes": []},
+}
+"""What a tool that creates nothing answers while the database does not exist yet."""
 
-def call(store: MemoryStore, caller: Caller, tool: str, arguments: Any) -> dict[str, Any]:
-    """Run one tool call for ``caller``; its JSON answer, or a MemkeeperError."""
+
+def _nothing_yet(tool: str, given: dict[str, Any]) -> dict[str, Any]:
+    if tool == "history":
+        return {"session_id": given["session_id"], "messages": []}
+    if tool == "explain":
+        raise NotFound(f"no memory with id {_short(given['memory_id'])} for this user")
+    return dict(NOTHING_YET[tool])
+
+
+def call(
+    stores: StoreRef | MemoryStore, caller: Caller, tool: str, arguments: Any
+) -> dict[str, Any]:
+    """Run one tool call for ``caller``; its JSON answer, or a MemkeeperError.
+
+    Only a tool that writes opens (and so creates) a missing database; the others answer as
+    an empty memory would (:data:`NOTHING_YET`).
+    """
     spec = BY_NAME.get(tool)
     if spec is None:
         raise InvalidInput(f"no tool named {_short(tool)}; the tools are: {', '.join(BY_NAME)}")
     given = bind(spec, arguments)
     user = caller.principal.acting_for(given.pop("user_id", None))
-    return HANDLERS[tool](store, caller, user, given)
+    creates = not (spec.read_only or spec.destructive)
+    with StoreRef.of(stores).borrow(create=creates) as store:
+        if store is None:
+            return _nothing_yet(tool, given)
+        return HANDLERS[tool](store, caller, user, given)

@@ -16,10 +16,10 @@ END = "<!-- mcp-tools: end -->"
 def _effect(annotations: Any) -> str:
     if annotations is None:
         return ""
-    if annotations.readOnlyHint:
+    if annotations.read_only_hint:
         return "reads"
-    words = "erases" if annotations.destructiveHint else "writes"
-    return f"{words}, idempotent" if annotations.idempotentHint else words
+    words = "erases" if annotations.destructive_hint else "writes"
+    return f"{words}, idempotent" if annotations.idempotent_hint else words
 
 
 def _arguments(schema: dict[str, Any]) -> str:
@@ -38,7 +38,7 @@ def tools_markdown(tools: list[Any]) -> str:
     for tool in tools:
         description = " ".join(str(tool.description).split()).replace("|", "\\|")
         lines.append(
-            f"| `{tool.name}` | {_effect(tool.annotations)} | {_arguments(tool.inputSchema)} "
+            f"| `{tool.name}` | {_effect(tool.annotations)} | {_arguments(tool.input_schema)} "
             f"| {description} |"
         )
     lines.append(END)

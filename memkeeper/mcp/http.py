@@ -1,19 +1,27 @@
 """The MCP server over streamable HTTP: authentication, a size limit, and a uvicorn server.
 
-The app (Starlette) has one endpoint, ``/mcp``: the SDK's
-:class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager` (stateful sessions,
-so the client's name from its handshake is known for every later call), behind
-:class:`Gate`, which for every request, before the SDK sees it:
+The app (Starlette) has one endpoint, ``/mcp``: the SDK's (mcp 2.x)
+:class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager`, which serves both
+eras of the protocol. A 2026-07-28 request (``MCP-Protocol-Version: 2026-07-28``) is one
+self-contained POST: no session, so any memkeeper process serving the same database can
+answer it. A client of the handshake era (2025-06-18, 2025-11-25) opens a stateful session
+with ``initialize`` (so its name is known for every later call); sessions end after
+``[mcp] session_idle_seconds`` idle, and each principal may hold at most
+``[mcp] max_sessions_per_principal`` (:mod:`memkeeper.mcp.sessions`; over it: 429). In front
+of the SDK, :class:`Gate`, for every request:
 
 1. finds the principal: the ``Authorization: Bearer <token>`` header looked up in the token
    file (:mod:`memkeeper.mcp.auth`) — a missing or unknown token gets 401 and a one-line
-   reason that never contains the token — or the one user of a ``--no-auth`` server;
-2. reads the body up to ``[mcp] max_request_bytes``: more (declared or sent) gets 413;
+   reason that never contains the token, more than one ``Authorization`` header 400 — or
+   the one user of a ``--no-auth`` server;
+2. reads the body up to ``[mcp] max_request_bytes``: more (declared or sent) gets 413; a
+   body nested deeper than :data:`MAX_JSON_DEPTH` gets 400 with a JSON-RPC parse error
+   (before any parser recurses into it);
 3. hands the request on with its principal in ``scope["state"]``, where the tool handler
    reads it (:func:`principal_of_request`): identity is per request, not per session.
 
-DNS-rebinding protection (the SDK's, off by default in 1.19) is on: only the loopback names
-on the server's port and ``[mcp] allowed_hosts`` are accepted as Host.
+DNS-rebinding protection is on: only the loopback names on the server's port and
+``[mcp] allowed_hosts`` are accepted as Host (421 otherwise).
 
 :func:`plan` decides whether a server may start (no token file: only on a loopback address
 with ``--no-auth``). :class:`HttpServer` runs uvicorn in a thread, either until SIGTERM or
@@ -24,12 +32,10 @@ runs (``memkeeper run --mcp``) or a test does.
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -39,32 +45,14 @@ from memkeeper import logs
 from memkeeper.config import Config
 from memkeeper.config_mcp import split_list
 from memkeeper.errors import ConfigError, InvalidInput, MemkeeperError
-from memkeeper.mcp.auth import Principal, TokenTable, load_tokens
+from memkeeper.mcp.auth import load_tokens
+from memkeeper.mcp.gate import Gate, HttpPlan, principal_of_request
+from memkeeper.mcp.sessions import SessionLimits
 
 log = structlog.get_logger("memkeeper.mcp")
 
-PRINCIPAL_KEY = "memkeeper_principal"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 START_TIMEOUT_SECONDS = 10.0
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class HttpPlan:
-    """What an HTTP server will do: where it listens and who may call it."""
-
-    host: str
-    port: int
-    tokens: TokenTable | None
-    open_user: str | None  # the one user of a --no-auth server
-    max_request_bytes: int
-    allowed_hosts: tuple[str, ...]
-    allowed_origins: tuple[str, ...]
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -108,97 +96,9 @@ def plan(
         max_request_bytes=section.max_request_bytes,
         allowed_hosts=tuple(split_list(section.allowed_hosts)),
         allowed_origins=tuple(split_list(section.allowed_origins)),
+        session_idle_seconds=section.session_idle_seconds,
+        max_sessions_per_principal=section.max_sessions_per_principal,
     )
-
-
-async def _answer(send: Send, status: int, message: str, headers: list[Any] | None = None) -> None:
-    body = json.dumps({"error": message}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-class Gate:
-    """The ASGI layer before the SDK: bearer token → principal, body size limit."""
-
-    def __init__(self, app: App, plan: HttpPlan) -> None:
-        self.app = app
-        self.plan = plan
-
-    def _principal(self, scope: Scope) -> tuple[Principal | None, str]:
-        if self.plan.tokens is None:
-            return Principal(self.plan.open_user), ""
-        header = b""
-        for name, value in scope.get("headers", []):
-            if name.lower() == b"authorization":
-                header = value
-        scheme, _, token = header.decode("latin-1").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return None, "missing bearer token (Authorization: Bearer <token>)"
-        principal = self.plan.tokens.lookup(token.strip())
-        return principal, "" if principal else "unknown bearer token"
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        principal, why = self._principal(scope)
-        if principal is None:
-            log.warning("refused an MCP request", reason=why, peer=_peer(scope))
-            await _answer(send, 401, why, [(b"www-authenticate", b'Bearer realm="memkeeper"')])
-            return
-        limit = self.plan.max_request_bytes
-        declared = dict(scope.get("headers", [])).get(b"content-length", b"0")
-        if declared.isdigit() and int(declared) > limit:
-            await _answer(send, 413, f"request body over the limit of {limit} bytes")
-            return
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            size += len(message.get("body", b""))
-            if size > limit:
-                await _answer(send, 413, f"request body over the limit of {limit} bytes")
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
-        await self.app(scope, replay, send)
-
-
-def _peer(scope: Scope) -> str:
-    client = scope.get("client")
-    return f"{client[0]}:{client[1]}" if client else "unknown"
-
-
-def principal_of_request(context: Any) -> Principal:
-    """The principal :class:`Gate` put on the request that carried this call."""
-    request = context.request
-    principal = request.scope.get("state", {}).get(PRINCIPAL_KEY) if request else None
-    if not isinstance(principal, Principal):  # only reachable if the app is mounted without Gate
-        raise MemkeeperError("this request was not authenticated")
-    return principal
 
 
 def build_app(store: Any, plan: HttpPlan) -> Any:
@@ -223,17 +123,29 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
         ],
     )
     manager = StreamableHTTPSessionManager(
-        build_server(store, principal_of_request), security_settings=security
+        build_server(store, principal_of_request),
+        security_settings=security,
+        # Answers as plain JSON, not an SSE stream: memkeeper sends no notifications, and a
+        # 2026-07-28 call is then served in the request's own task (no sibling task, no
+        # keep-alive timer).
+        json_response=True,
+        session_idle_timeout=plan.session_idle_seconds,
+        max_request_body_size=plan.max_request_bytes,
+        max_sessions=None,  # capped per principal by the Gate
     )
+    sessions = SessionLimits(plan.max_sessions_per_principal, plan.session_idle_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
         async with manager.run():
             yield
 
-    return Starlette(
-        routes=[Route("/mcp", endpoint=Gate(manager.handle_request, plan))], lifespan=lifespan
+    app = Starlette(
+        routes=[Route("/mcp", endpoint=Gate(manager.handle_request, plan, sessions))],
+        lifespan=lifespan,
     )
+    app.state.sessions = sessions  # for HttpServer.open_sessions
+    return app
 
 
 class HttpServer:
@@ -246,8 +158,9 @@ class HttpServer:
 
         quiet_sdk(logs.debug_enabled())
         self.plan = plan
+        self.app = build_app(store, plan)
         config = uvicorn.Config(
-            build_app(store, plan),
+            self.app,
             host=plan.host,
             port=plan.port,
             log_config=None,  # our handler (memkeeper.logs) renders uvicorn's lines too
@@ -257,6 +170,11 @@ class HttpServer:
         )
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
+
+    def open_sessions(self) -> int:
+        """Stateful sessions open now, every principal's (expired ones not counted)."""
+        sessions: SessionLimits = self.app.state.sessions
+        return sessions.total()
 
     @property
     def port(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memkeeper.records import EPISODE_STATUSES, KEYED_KINDS, KINDS, ROLES
+from memkeeper.records import EPISODE_STATUSES, KEYED_KINDS, KINDS, ROLES, STATES
 from memkeeper.validation import MAX_DAYS
 
 
@@ -77,6 +77,20 @@ TTL_DAYS = {
     "description": "Optional: days this entry stays current without being used or re-confirmed "
     "(default: its kind's TTL). Then it waits for review instead of being deleted.",
 }
+MAX_LIST = 500
+"""Most entries one list_memories, episodes or history call returns."""
+
+
+def _limit(default: int) -> dict[str, Any]:
+    return {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": MAX_LIST,
+        "default": default,
+        "description": f"Most items to return, the newest (default {default}).",
+    }
+
+
 MEMORY_ID = _text("The id of a memory, as returned by remember, add_note, recall or search.")
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -241,6 +255,56 @@ TOOLS: tuple[ToolSpec, ...] = (
         "or restored, and by which maintenance job and why.",
         {"memory_id": MEMORY_ID, "user_id": USER_ID},
         required=("memory_id",),
+        read_only=True,
+        idempotent=True,
+    ),
+)
+
+TOOLS = (
+    *TOOLS,
+    ToolSpec(
+        "list_memories",
+        "List the user's memories",
+        "Browse what is stored about the user, oldest first (the newest `limit`), each with its "
+        "id, kind, key, value, state and source. Filters: namespace (left out: every "
+        "namespace; empty: the profile), state (active, pending_review, superseded, cold) and "
+        "kind. Use search to find memories by meaning; use this to review or audit them. Does "
+        "not mark anything as used. Returns the entries and how many matched in all.",
+        {
+            "namespace": _text(
+                "Only this namespace ('' for the user's profile). Leave it out for every namespace."
+            ),
+            "state": _text("Only entries in this state.", enum=list(STATES)),
+            "kind": _text("Only this kind.", enum=list(KINDS)),
+            "limit": _limit(50),
+            "user_id": USER_ID,
+        },
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "episodes",
+        "The project's recent tasks",
+        "The project's latest recorded episodes (tasks, as record_episode wrote them) in time "
+        "order, oldest first: what went in, what came out, how it ended and what the user said "
+        "about it. Use it to pick up where the project left off.",
+        {"namespace": NAMESPACE, "limit": _limit(20), "user_id": USER_ID},
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "history",
+        "A conversation's recent messages",
+        "A session's messages that are not summarized yet, oldest first (the newest `limit`), "
+        "as append_message stored them. Older messages were folded into a summary note, which "
+        "search and context find.",
+        {
+            "session_id": _text("Id of the conversation, as given to append_message."),
+            "namespace": NAMESPACE,
+            "limit": _limit(50),
+            "user_id": USER_ID,
+        },
+        required=("session_id",),
         read_only=True,
         idempotent=True,
     ),

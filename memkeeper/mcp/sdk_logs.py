@@ -1,10 +1,10 @@
 """Keep the ``mcp`` SDK's log lines to what an operator needs.
 
-The SDK logs every request at info level ("Processing request of type CallToolRequest"), and
-1.19's streamable HTTP transport logs an error with a traceback each time a client closes
-its session ("Error in message router" / "Error in standalone SSE writer", an
-``anyio.ClosedResourceError`` from its own streams closing). The first is kept for ``-vv``;
-the second is dropped: it is a normal end of session, not a failure.
+The SDK logs sessions and requests at info level ("Created new transport with session ID",
+"StreamableHTTP session manager started"), kept for ``-vv``; its streamable HTTP transport
+has logged an error with a traceback each time a client closed its session (an
+``anyio.ClosedResourceError`` from its own streams closing, mcp 1.x): such lines are dropped,
+a normal end of session is not a failure.
 """
 
 from __future__ import annotations

@@ -1,36 +1,44 @@
-"""The MCP server object: memkeeper's tools on the SDK's low-level :class:`Server`.
+"""The MCP server object: memkeeper's tools (and its prompt) on the SDK's low-level
+:class:`Server` (mcp 2.x).
 
-One server object serves every session of a transport (stdio: one; streamable HTTP: many)
-over one :class:`~memkeeper.store.MemoryStore` opened with actor ``mcp``. The event loop never
-touches SQLite: each call runs in a worker thread (``anyio.to_thread``); the store's
-connections are shared across threads (``check_same_thread=False``) and serialized by its
-lock, so a slow write never stalls the other sessions' I/O.
+One server object serves every connection of a transport over one
+:class:`~memkeeper.store.MemoryStore` opened with actor ``mcp``, in both eras of the protocol:
+2026-07-28 (no handshake: every request carries its protocol version and client info, and
+``server/discover`` describes the server) and the ``initialize`` handshake of 2025-06-18 and
+2025-11-25. The SDK routes each message to the handlers below, whatever the era; the event
+loop never touches SQLite: each call runs in a worker thread (``anyio.to_thread``), the
+store's connections are shared across threads and serialized by its lock.
 
 Who a call acts for is decided per call by ``principal_of`` (the stdio ``--user``; on HTTP,
 the bearer token of the request that carried the call, see :mod:`memkeeper.mcp.http`); the
-client's name comes from the session's initialize handshake. Tool errors are results with
-``isError`` and memkeeper's one-line message; an unexpected failure is logged with its
-traceback (to standard error) and answered with one line naming its type.
+client's name comes from the handshake (legacy) or the request's own client info (2026-07-28).
+Tool errors are results with ``isError`` and memkeeper's one-line message; an unexpected
+failure is logged with its traceback (to standard error) and answered with one line naming
+its type. An unknown tool or prompt, or malformed params, get the protocol's error.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import anyio
 import structlog
 from mcp import types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.context import RequestContext
+from mcp.shared.exceptions import MCPError
 
 from memkeeper import __version__, logs
 from memkeeper.errors import MemkeeperError
 from memkeeper.mcp.auth import Principal
 from memkeeper.mcp.calls import Caller, call, client_name
+from memkeeper.mcp.prompts import PROMPTS, prompt_result
 from memkeeper.mcp.schemas import TOOLS, ToolSpec
+from memkeeper.mcp.store_ref import StoreRef
 from memkeeper.store import MemoryStore
 
 log = structlog.get_logger("memkeeper.mcp")
@@ -42,7 +50,7 @@ INSTRUCTIONS = (
     "Memories expire unless used, and every change can be explained."
 )
 
-PrincipalOf = Callable[[RequestContext[Any, Any, Any]], Principal]
+PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Principal]
 
 
 def mcp_tool(spec: ToolSpec) -> types.Tool:
@@ -51,13 +59,13 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
         name=spec.name,
         title=spec.title,
         description=spec.description,
-        inputSchema=spec.input_schema(),
+        input_schema=spec.input_schema(),
         annotations=types.ToolAnnotations(
             title=spec.title,
-            readOnlyHint=spec.read_only,
-            destructiveHint=spec.destructive,
-            idempotentHint=spec.idempotent,
-            openWorldHint=False,
+            read_only_hint=spec.read_only,
+            destructive_hint=spec.destructive,
+            idempotent_hint=spec.idempotent,
+            open_world_hint=False,
         ),
     )
 
@@ -70,14 +78,21 @@ def mcp_tools() -> list[types.Tool]:
 def _result(data: dict[str, Any]) -> types.CallToolResult:
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structuredContent=data
+        content=[types.TextContent(type="text", text=text)], structured_content=data
     )
 
 
 def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=logs.redact(message))], isError=True
+        content=[types.TextContent(type="text", text=logs.redact(message))], is_error=True
     )
+
+
+@dataclass
+class InputState:
+    """Whether the client's input has ended (stdio: standard input closed)."""
+
+    ended: bool = False
 
 
 def fixed_principal(principal: Principal) -> PrincipalOf:
@@ -85,26 +100,45 @@ def fixed_principal(principal: Principal) -> PrincipalOf:
     return lambda _context: principal
 
 
-def build_server(store: MemoryStore, principal_of: PrincipalOf) -> Server[Any, Any]:
-    """An MCP server with memkeeper's tools over ``store``."""
-    server: Server[Any, Any] = Server("memkeeper", version=__version__, instructions=INSTRUCTIONS)
-    tools = mcp_tools()
+def caller_client(context: ServerRequestContext[Any, Any]) -> str:
+    """The client's self-given name: from the handshake, or the 2026-07-28 request's meta."""
+    params = context.session.client_params
+    return client_name(params.client_info.name if params is not None else None)
 
-    @server.list_tools()
-    async def list_tools() -> list[types.Tool]:
+
+def build_server(
+    store: MemoryStore | StoreRef,
+    principal_of: PrincipalOf,
+    *,
+    input_state: InputState | None = None,
+) -> Server[Any]:
+    """An MCP server with memkeeper's tools and prompt over ``store``.
+
+    With ``input_state`` (stdio), a call that finishes after the client's input ended is
+    logged at info level: its write stands, its answer is dropped (nobody can read it).
+    """
+    stores = StoreRef.of(store)
+    tools = types.ListToolsResult(tools=mcp_tools())
+    prompts = types.ListPromptsResult(prompts=[prompt.mcp_prompt() for prompt in PROMPTS])
+
+    async def list_tools(
+        _context: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return tools
 
-    # The SDK's own schema check would answer in jsonschema's words, echoing the offending
-    # value; memkeeper checks every argument itself (memkeeper.mcp.calls), in the API's words.
-    @server.call_tool(validate_input=False)
-    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        context = server.request_context
-        params = context.session.client_params
-        client = client_name(params.clientInfo.name if params is not None else None)
+    # The SDK checks nothing against the schema here: memkeeper checks every argument itself
+    # (memkeeper.mcp.calls), in the API's words, never echoing a value back.
+    async def call_tool(
+        context: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name = params.name
+        client = caller_client(context)
         tool = name[:64]  # the client's word: kept short in logs and messages
         try:
             caller = Caller(principal_of(context), client)
-            data = await anyio.to_thread.run_sync(partial(call, store, caller, name, arguments))
+            data = await anyio.to_thread.run_sync(
+                partial(call, stores, caller, name, params.arguments), limiter=stores.limiter
+            )
         except MemkeeperError as exc:
             log.info("tool call refused", tool=tool, client=client, error=logs.redact(str(exc)))
             return _error(str(exc))
@@ -112,6 +146,44 @@ def build_server(store: MemoryStore, principal_of: PrincipalOf) -> Server[Any, A
             logs.log_failure(log, "tool call failed", exc, tool=tool, client=client)
             return _error(f"internal error in {tool} ({type(exc).__name__}); see the server log")
         log.debug("tool call", tool=tool, client=client, principal=caller.principal.label)
+        if input_state is not None and input_state.ended:
+            log.info("the client left during a tool call; its answer is dropped", tool=tool)
         return _result(data)
 
+    async def list_prompts(
+        _context: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return prompts
+
+    async def get_prompt(
+        context: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        client = caller_client(context)
+        try:
+            caller = Caller(principal_of(context), client)
+            return await anyio.to_thread.run_sync(
+                partial(prompt_result, stores, caller, params.name, params.arguments),
+                limiter=stores.limiter,
+            )
+        except MemkeeperError as exc:
+            # A prompt has no isError result: the protocol's invalid-params error, one line.
+            log.info("prompt refused", prompt=params.name[:64], client=client)
+            raise MCPError(types.INVALID_PARAMS, logs.redact(str(exc))) from None
+
+    server: Server[Any] = Server(
+        "memkeeper",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        # No tool declares an argument as an Mcp-Param-* header, so there is nothing for the
+        # SDK to check against them: without this it lists every tool and walks the schema
+        # of each 2026-07-28 call (an eighth of the server's time in the bench's profile).
+        get_tool_input_schema=lambda _name: None,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+    # The SDK's default OpenTelemetry middleware opens a span per message even with no
+    # exporter installed: a cost on every call that memkeeper's own logs make redundant.
+    server.middleware = []
     return server
