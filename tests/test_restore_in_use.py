@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from helpers.locks import integrity
 
 from memkeeper import MemoryStore
 from memkeeper.cli import main
+from memkeeper.config import Config, DatabaseSection
 from memkeeper.errors import LockBusy
 from memkeeper.maintenance.backup_restore import restore
 from memkeeper.paths import cold_path_for
@@ -109,3 +111,20 @@ def test_restore_goes_ahead_once_the_agent_is_gone_even_if_killed(
     assert "unflushed" in {row["key"] for row in raw_rows(aside, "memories")}  # WAL folded in
     assert {row["key"] for row in raw_rows(db_path, "memories")} == {"city"}
     assert integrity(db_path) == ["ok"]
+
+
+def test_opening_while_a_restore_holds_the_files_is_busy_not_broken(
+    backup: Path, db_path: Path
+) -> None:
+    # What the restore holds while it copies: the file to itself, exclusively.
+    holder = sqlite3.connect(db_path, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(LockBusy, match="locked exclusively"):
+            MemoryStore(db_path, config=Config(database=DatabaseSection(busy_timeout_ms=100)))
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    with MemoryStore(db_path) as store:
+        assert store.recall("alice", "city").value == "Paris"

@@ -107,6 +107,12 @@ def _probe(conn: sqlite3.Connection, path: Path, kind: FileKind) -> bool:
         unwritable = read_only_error(exc, path, "the database cannot be opened")
         if unwritable is not None:
             raise unwritable from None
+        if isinstance(exc, sqlite3.OperationalError) and _is_locked_error(exc):
+            # Held exclusively (a restore-backup swapping the files): busy, not broken.
+            raise LockBusy(
+                f"{path} is locked exclusively by another process (a restore-backup?) beyond "
+                "the busy timeout; try again"
+            ) from None
         raise DatabaseError(
             f"{path} is not a usable SQLite database ({exc}); the file was left untouched"
         ) from None
