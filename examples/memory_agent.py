@@ -20,8 +20,9 @@ turn. Here both live in memkeeper's database instead:
 * The seed's old ``agent_memory.json`` is imported on first start (``memkeeper import``'s
   importer, so the same checks apply) and then renamed ``agent_memory.json.imported``.
 
-The model is Zhipu's GLM through the ``zhipuai`` SDK with ``ZHIPUAI_API_KEY``, or any
-OpenAI-compatible server with ``--base-url`` (a local server without keys needs no key).
+The model is Zhipu's GLM through the ``zai-sdk`` SDK (or ``zhipuai``) with
+``ZHIPUAI_API_KEY``, or any OpenAI-compatible server with ``--base-url`` (a local server
+without keys needs no key).
 The client is memkeeper's own (``[llm]`` settings of the config file; ``--model`` and
 ``--base-url`` override them).
 

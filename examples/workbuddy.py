@@ -31,8 +31,8 @@ workbuddy follows a user's projects across sessions. Its memory, as the seed lay
   content — leaving no byte of the text in either file. The user's profile and other
   projects are kept.
 
-The model: GLM through ``zhipuai`` with ``ZHIPUAI_API_KEY``, or any OpenAI-compatible server
-with ``--base-url``, exactly as in ``memory_agent.py``.
+The model: GLM through ``zai-sdk`` (or ``zhipuai``) with ``ZHIPUAI_API_KEY``, or any
+OpenAI-compatible server with ``--base-url``, exactly as in ``memory_agent.py``.
 
 Usage::
 

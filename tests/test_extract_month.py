@@ -14,7 +14,6 @@ forgotten city was never re-created from old messages, and the agent's own later
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from fake_llm import FakeLLM, Recorded, Reply, add_session, completion, summariz
 from freezegun import freeze_time
 
 from memkeeper import MemoryStore
+from memkeeper.llm import sdk
 from memkeeper.maintenance.runner import JobResult, run_once
 
 DAY1 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -59,9 +59,10 @@ def model(request: Recorded) -> Reply:
 
 @pytest.fixture
 def store(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
-    # The SDK's pydantic v1 models cannot be defined while freezegun has replaced datetime:
-    # load it before the clock is frozen (the client would load it on its first run).
-    importlib.import_module("zhipuai")
+    # The SDK's models cannot be defined while freezegun has replaced datetime: load the SDK
+    # in use (zai-sdk or zhipuai) before the clock is frozen (the client would load it on
+    # its first run).
+    sdk.load()
     monkeypatch.setenv("ZHIPUAI_API_KEY", "0123456789abcdef.TestKeySecretPart")
     with FakeLLM(model) as fake, MemoryStore(db_path, config=summarize_config(fake.url)) as opened:
         yield opened

@@ -460,3 +460,13 @@ def test_malformed_or_unknown_requests_get_the_protocols_error_not_a_log_dump(
     assert response.json()["error"]["code"] == code
     logged = served.log.getvalue()
     assert "Traceback" not in logged and '"level": "error"' not in logged
+
+
+def test_an_auto_mode_client_leaves_no_warning_in_the_log(served: Served) -> None:
+    """Issue 19: with mcp 1.19 every auto-mode connection left a 5 KB warning (24 pydantic
+    validation errors of the discovery probe) in the server log."""
+    [result] = served.calls(TOKENS["alice"], [("recall", {"key": "city"})], mode="auto")
+    assert data(result) == {"found": False, "memory": None}
+    lines = [json.loads(line) for line in served.log.getvalue().splitlines() if line]
+    assert [line for line in lines if line["level"] in ("warning", "error")] == []
+    assert "validation error" not in served.log.getvalue()
