@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-import structlog.testing
 from fake_embeddings import DIMS, fake_vector
 from fake_llm import FakeLLM, completion, error
+from helpers.logs import capture_logs
 from test_merge import index_all
 
 from memkeeper import MemoryStore
@@ -143,7 +143,7 @@ def test_an_endpoint_error_writes_nothing(notes, fake, monkeypatch) -> None:
 def test_without_a_key_the_llm_step_is_skipped_with_one_line(notes, fake) -> None:
     store, _, _ = notes
     before = hot_rows(store)
-    with structlog.testing.capture_logs() as logged:
+    with capture_logs() as logged:
         result = merge(store)
     assert result.status == "ok" and result.stats["note_pairs"] == 1
     skipped = [e for e in logged if "no API key" in e["event"]]

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog.testing
 from fake_llm import FakeLLM, add_session, error
+from helpers.logs import capture_logs
 from memkeeper.jobs import REGISTRY
 
 import memkeeper.service.scheduler
@@ -331,7 +331,7 @@ def test_recall_on_a_read_only_database_returns_the_value_and_says_the_use_was_n
     db_path: Path, populated: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     open_read_only(monkeypatch)
-    with MemoryStore(db_path) as store, structlog.testing.capture_logs() as logged:
+    with MemoryStore(db_path) as store, capture_logs() as logged:
         memory = store.recall("alice", "city")
         assert memory is not None and memory.value == "Beijing"
         assert store.recall("alice", "nothing") is None

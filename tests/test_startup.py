@@ -104,3 +104,16 @@ def test_bench_startup_reports_the_median_of_each_command(capsys) -> None:
         assert row["min_ms"] <= row["median_ms"] <= row["max_ms"]
         assert row["kept_off_imported"] == []
     assert figures["target_ms"] == 150
+
+
+def test_a_subcommand_another_module_adds_is_there_in_a_fresh_process(db_path: Path) -> None:
+    """``review sessions`` is summarize's: running ``review`` alone must still find it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "memkeeper", "--db", str(db_path), "review", "sessions", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "parked" in done.stdout.lower()

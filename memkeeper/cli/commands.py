@@ -43,6 +43,10 @@ when that command runs (or for --help), so ``memkeeper recall`` does not import 
 runner, the service or the MCP server (README, Performance: start-up)."""
 
 
+ALSO_LOADS = {"review": ("summarize_cmd",)}
+"""Commands another module adds subcommands to (``review sessions`` is summarize's)."""
+
+
 class LazyGroup(click.Group):
     """The top-level group: commands load from :data:`COMMAND_MODULES` on first use.
 
@@ -80,6 +84,8 @@ class LazyGroup(click.Group):
         module = COMMAND_MODULES.get(cmd_name)
         if cmd_name not in self._loaded and module is not None:
             self._load(module)
+            for extra in ALSO_LOADS.get(cmd_name, ()):
+                self._load(extra)
         return self._loaded.get(cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:

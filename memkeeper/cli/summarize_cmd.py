@@ -115,6 +115,7 @@ def retry(
 
 def register(group: click.Group) -> None:
     group.add_command(summarize_group)
-    review = group.commands.get("review")
+    # get_command, not commands: the top-level group loads only the review group's module.
+    review = group.get_command(click.Context(group), "review")
     if isinstance(review, click.Group):
         review.add_command(review_sessions)
