@@ -36,10 +36,11 @@ from memkeeper.errors import StorageUnwritable
 from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResults
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.keywords import small_user_rows
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.vectors import user_vectors
 from memkeeper.store import fusion, semantic
-from memkeeper.store.bm25 import Scored, keyword_scores
+from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 from memkeeper.store.core import StoreCore
 from memkeeper.store.recall import mark_found, restore_found
 
@@ -205,9 +206,28 @@ def _keyword_and_facts(
     args: dict[str, Any] = dict(user_id=user_id, namespaces=namespaces, query=query, kinds=kinds)
     storage = core.storage
     with storage.lock:
-        keyword = keyword_scores(storage.hot, table="memories", states=LIVE_STATES, **args)
-        wanted = [*(k.id for k in keyword), *(i for i, _ in similar)]
-        rows = _rows(storage.hot, "memories", wanted, user_id, namespaces, kinds)
+        every = small_user_rows(
+            storage.hot,
+            table="memories",
+            user_id=user_id,
+            namespaces=namespaces,
+            kinds=kinds,
+            states=LIVE_STATES,
+            columns=(*FACTS, "value"),
+        )
+        if every is not None:  # a small user: one read for statistics, candidates and facts
+            key_at, value_at = FACTS.index("key"), len(FACTS)
+            keyword = score_all([(r[0], r[key_at], r[value_at]) for r in every], query)
+            wanted = {*(k.id for k in keyword), *(i for i, _ in similar)}
+            rows = [
+                dict(zip(FACTS, r, strict=False)) | {"table": "memories"}
+                for r in every
+                if r[0] in wanted
+            ]
+        else:
+            keyword = keyword_scores(storage.hot, table="memories", states=LIVE_STATES, **args)
+            ids = [*(k.id for k in keyword), *(i for i, _ in similar)]
+            rows = _rows(storage.hot, "memories", ids, user_id, namespaces, kinds)
         cold = storage.cold(create=False) if include_cold else None
         if cold is not None:
             cold_scores = keyword_scores(cold, table="cold_memories", states=("cold",), **args)
