@@ -406,3 +406,22 @@ def test_cached_vectors_follow_every_change(store: MemoryStore) -> None:
         delete_vectors(store.storage.hot, [b2.id])  # the highest rowid is free again...
     embed(c, "four")  # ...and c's new vector takes it: the same highest rowid as before
     assert current()[c.id] == [round(x, 5) for x in fake_vector("four", dims)]
+
+
+def test_a_dimension_mismatch_is_logged_once_with_both_numbers(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from structlog.testing import capture_logs
+
+    monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
+    with FakeEmbeddings() as fake, MemoryStore(db_path, config=embed_config(fake.url)) as store:
+        store.remember("alice", "report_format", "PDF")
+        index_all(store)
+        fake.fail_forever(wrong_dimension)
+        with capture_logs() as logs:
+            for query in ("PDF", "report", "format"):
+                assert not store.search("alice", query).semantic
+    warned = [e for e in logs if e.get("endpoint_dimensions") is not None]
+    assert len(warned) == 1
+    assert warned[0]["endpoint_dimensions"] == DIMS + 1
+    assert warned[0]["embedding_dimensions"] == DIMS

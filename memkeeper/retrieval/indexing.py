@@ -16,6 +16,11 @@ budget), ``more_stale`` (more were stale than the budget allowed: left for the n
 ``batches_deferred`` (not sent: a stop was requested, or an auth error), ``embed_calls``
 (HTTP attempts, retries included), ``embed_retries`` and ``embed_tokens``. The call budget
 counts batches; a batch's retries (``[llm] max_retries``) come on top.
+
+One failure is not passed over: vectors of another dimension than ``[search]
+embedding_dimensions`` (:class:`~memkeeper.llm.embeddings.DimensionMismatch`) stop the run's
+calls and fail it with one error naming both numbers, which ``status`` shows — otherwise
+every batch would fail quietly and search stay keyword-only for good.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memkeeper.config import Config, LlmSection
-from memkeeper.llm.embeddings import Embedded, Embedder
+from memkeeper.llm.embeddings import DimensionMismatch, Embedded, Embedder
 from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmAuthError, LlmError, LlmNotConfigured
 from memkeeper.maintenance.jobkit import JobContext, JobSkipped
@@ -128,6 +133,9 @@ def index_stale(ctx: JobContext, make_embedder: EmbedderFactory = _default_embed
         return
     with make_embedder(config.llm, key, settings) as embedder:
         _run_batches(ctx, embedder, batches, settings)
+    mismatch = ctx.stats.pop("_mismatch", None)
+    if mismatch is not None:
+        raise mismatch  # a setting to fix, not a passing failure: the run fails, status shows it
 
 
 Batch = list[tuple[str, str]]
@@ -179,6 +187,9 @@ def _finish(
             error_type=type(exc).__name__,
         )
         ctx.advance(len(batch))
+        if isinstance(exc, DimensionMismatch):
+            stats.setdefault("_mismatch", exc)
+            return False  # every other batch would fail alike
         return not isinstance(exc, LlmAuthError)
     stats["embed_calls"] += result.attempts
     stats["embed_retries"] += result.retries

@@ -21,6 +21,7 @@ import structlog
 
 from memkeeper.config import Config
 from memkeeper.config_search import ENV_RETRIEVAL
+from memkeeper.llm.embeddings import DimensionMismatch
 from memkeeper.llm.endpoint import describe_endpoint, read_api_key
 from memkeeper.llm.errors import LlmNotConfigured
 
@@ -89,6 +90,15 @@ def query_vector(config: Config, query: str) -> np.ndarray | None:
             return cached
     try:
         vector = _embed(config, key, query)
+    except DimensionMismatch as exc:
+        warn_once(
+            "dimension mismatch",
+            "search is keyword-only: the embeddings endpoint's vectors have another dimension",
+            endpoint_dimensions=exc.got,
+            embedding_dimensions=exc.expected,
+            fix=f"set [search] embedding_dimensions = {exc.got}",
+        )
+        return None
     except Exception as exc:  # any failure of the service: keyword-only, never raised
         warn_once(
             f"embed failed: {type(exc).__name__}",
