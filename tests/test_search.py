@@ -425,3 +425,21 @@ def test_a_dimension_mismatch_is_logged_once_with_both_numbers(
     assert len(warned) == 1
     assert warned[0]["endpoint_dimensions"] == DIMS + 1
     assert warned[0]["embedding_dimensions"] == DIMS
+
+
+def test_query_embeddings_share_one_pooled_client(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Uncached queries reuse the process's embedder for that endpoint (no client built per
+    query), and a changed setting gets its own."""
+    monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
+    with FakeEmbeddings() as fake, MemoryStore(db_path, config=embed_config(fake.url)) as store:
+        store.remember("alice", "report_format", "PDF")
+        index_all(store)
+        for query in ("PDF", "report", "format", "pdf report"):
+            assert store.search("alice", query).semantic
+        assert len(fake.requests) == 4
+        assert len(semantic._embedders) == 1
+        store.config = embed_config(fake.url, search={"query_timeout_s": 2.0})
+        assert store.search("alice", "another query").semantic
+        assert len(semantic._embedders) == 2
