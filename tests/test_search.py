@@ -443,3 +443,36 @@ def test_query_embeddings_share_one_pooled_client(
         store.config = embed_config(fake.url, search={"query_timeout_s": 2.0})
         assert store.search("alice", "another query").semantic
         assert len(semantic._embedders) == 2
+
+
+def test_the_readmes_local_embeddings_example(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's block, pointed at a local server (the fake, at the block's dimension):
+    the index job and search use it, while [llm] keeps its own endpoint and key."""
+    import tomllib
+
+    from memkeeper.maintenance.runner import run_once
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("#### Local embeddings") :]
+    block = section[
+        section.index("```toml\n") + 8 : section.index("```\n", section.index("```toml"))
+    ]
+    options = tomllib.loads(block)["search"]
+    monkeypatch.delenv(KEY_ENV, raising=False)  # no cloud key at all
+    monkeypatch.setenv(options["embedding_api_key_env"], "anything")
+    with FakeEmbeddings() as fake:
+        options["embedding_base_url"] = fake.url
+        config = Config.model_validate(
+            {"llm": {"base_url": "http://127.0.0.1:9/never", "max_retries": 0}, "search": options}
+        )
+        with MemoryStore(db_path, config=config) as store:
+            memory = store.remember("alice", "report_format", "PDF with the company logo")
+            (result,) = run_once(store, ["index"]).results
+            assert result.status == "ok" and result.stats["entries_indexed"] == 1
+            hits = store.search("alice", "company logo")
+            assert hits.semantic and hits[0].memory.id == memory.id and hits[0].similarity > 0
+        bodies = [r.body for r in fake.requests]
+    assert {b["model"] for b in bodies} == {"nomic-embed-text"}
+    assert {b["dimensions"] for b in bodies} == {768}

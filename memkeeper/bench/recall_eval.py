@@ -42,6 +42,7 @@ from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmNotConfigured
 from memkeeper.storage.vectors import embedding_text
 from memkeeper.store import MemoryStore, semantic
+from memkeeper.store.semantic import embeddings_llm
 
 KS = (1, 3, 10)
 SIZES = {
@@ -85,10 +86,11 @@ def run_recall_eval(
 def _endpoint(
     config: Config, data: EvalSet, tmp: Path, say: Callable[[str], None]
 ) -> dict[str, Any]:
+    llm = embeddings_llm(config)
     try:
-        read_api_key(config.llm)
+        read_api_key(llm)
     except LlmNotConfigured:
-        return {"skipped": f"no API key: set {config.llm.api_key_env} to add the endpoint"}
+        return {"skipped": f"no API key: set {llm.api_key_env} to add the endpoint"}
     out: dict[str, Any] = {"model": config.search.embedding_model}
     for age in ("fresh", "aged"):
         path = tmp / f"endpoint-{age}.db"

@@ -121,7 +121,8 @@ def similarity_spread(
 def _without_key(config: Config) -> Config:
     os.environ.pop(NO_KEY_ENV, None)
     llm = config.llm.model_copy(update={"api_key_env": NO_KEY_ENV})
-    return config.model_copy(update={"llm": llm})
+    search = config.search.model_copy(update={"embedding_api_key_env": ""})
+    return config.model_copy(update={"llm": llm, "search": search})
 
 
 def run_search_eval(config: Config, say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:

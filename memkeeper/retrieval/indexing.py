@@ -36,6 +36,7 @@ from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmAuthError, LlmError, LlmNotConfigured
 from memkeeper.maintenance.jobkit import JobContext, JobSkipped
 from memkeeper.storage.vectors import stale_entries, store_vectors, text_hash
+from memkeeper.store.semantic import embeddings_llm
 
 MAX_TEXT_CHARS = 4000
 """Longest text sent for one entry, in characters (embedding models take a few thousand
@@ -115,7 +116,8 @@ def _new_stats(settings: SearchSettings) -> dict[str, Any]:
 def index_stale(ctx: JobContext, make_embedder: EmbedderFactory = _default_embedder) -> None:
     """Embed the stale entries of ``ctx.store`` (the index job's run)."""
     config = ctx.store.config
-    key = _require_key(config.llm)
+    llm = embeddings_llm(config)
+    key = _require_key(llm)
     settings = search_settings(config)
     storage = ctx.store.storage
     ctx.stats.update(_new_stats(settings))
@@ -131,7 +133,7 @@ def index_stale(ctx: JobContext, make_embedder: EmbedderFactory = _default_embed
     ctx.set_total(len(stale))
     if ctx.dry_run or not batches:
         return
-    with make_embedder(config.llm, key, settings) as embedder:
+    with make_embedder(llm, key, settings) as embedder:
         _run_batches(ctx, embedder, batches, settings)
     mismatch = ctx.stats.pop("_mismatch", None)
     if mismatch is not None:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from memkeeper.config import Config
+from memkeeper.config import Config, LlmSection
 from memkeeper.config_search import ENV_RETRIEVAL
 from memkeeper.llm.embeddings import DimensionMismatch, Embedder
 from memkeeper.llm.endpoint import describe_endpoint, read_api_key
@@ -78,20 +78,32 @@ def retrieval_enabled(config: Config, environ: Mapping[str, str] | None = None) 
     return False
 
 
+def embeddings_llm(config: Config) -> LlmSection:
+    """The ``[llm]`` section the embeddings use: its base URL and key variable replaced by
+    ``[search] embedding_base_url`` / ``embedding_api_key_env`` when those are set (a local
+    embeddings server beside a hosted LLM)."""
+    update = {}
+    if config.search.embedding_base_url:
+        update["base_url"] = config.search.embedding_base_url
+    if config.search.embedding_api_key_env:
+        update["api_key_env"] = config.search.embedding_api_key_env
+    return config.llm.model_copy(update=update) if update else config.llm
+
+
 def query_vector(config: Config, query: str) -> np.ndarray | None:
     """The query's unit embedding, or None (keyword-only search) when it cannot be had."""
     try:
-        key = read_api_key(config.llm)
+        key = read_api_key(embeddings_llm(config))
     except LlmNotConfigured:
         warn_once(
             "no key",
             "search is keyword-only: no API key for embeddings",
-            variable=config.llm.api_key_env,
+            variable=embeddings_llm(config).api_key_env,
         )
         return None
     settings = config.search
     cache_key = (
-        describe_endpoint(config.llm.base_url or None),
+        describe_endpoint(embeddings_llm(config).base_url or None),
         settings.embedding_model,
         str(settings.embedding_dimensions),
         query,
@@ -131,7 +143,7 @@ def _embedder(config: Config, key: str) -> Embedder:
     client (kept-alive connections), made on first use — building the HTTP and SDK clients
     cost 19-54 ms a query when each query made its own."""
     settings = config.search
-    llm = config.llm
+    llm = embeddings_llm(config)
     ident = (
         describe_endpoint(llm.base_url or None),
         hashlib.sha256(key.encode()).hexdigest(),
