@@ -36,7 +36,8 @@ class SearchSection(Section):
         ge=0,
         le=100,
         description="Weight of the keyword list (BM25 over the user's own entries) in the "
-        "reciprocal-rank fusion: weight_keyword / (rrf_k + rank).",
+        "reciprocal-rank fusion: weight_keyword x coverage / (rrf_k + rank), coverage the "
+        "share of the query's idf the match carries.",
     )
     rrf_k: float = Field(
         60,
