@@ -34,7 +34,7 @@ from typing import Any
 
 from memkeeper.bench.embed_standin import EmbeddingStandIn, standin_vector
 from memkeeper.bench.eval_data import EvalMemory, EvalQuestion, EvalSet, generate
-from memkeeper.bench.search_eval import _index_everything, _without_key
+from memkeeper.bench.search_eval import index_everything, without_key
 from memkeeper.bench.semantic import _standin_key, standin_config
 from memkeeper.clock import fixed, to_db
 from memkeeper.config import Config
@@ -77,7 +77,7 @@ def run_recall_eval(
                 refs = build_store(path, standin_cfg, data, aged=age == "aged")
                 for mode in ("keyword", "hybrid"):
                     say(f"memkeeper {mode}, {age}")
-                    run_cfg = standin_cfg if mode == "hybrid" else _without_key(standin_cfg)
+                    run_cfg = standin_cfg if mode == "hybrid" else without_key(standin_cfg)
                     figures[f"{mode}_{age}"] = _ask(path, run_cfg, data, refs)
         figures["endpoint"] = _endpoint(config, data, Path(tmp), say)
     return figures
@@ -112,7 +112,7 @@ def build_store(path: Path, config: Config, data: EvalSet, *, aged: bool) -> dic
         if aged:
             _mark_uses(store, data.memories, refs)
         store.clock = fixed(data.now)
-        _index_everything(store)
+        index_everything(store)
     return refs
 
 
