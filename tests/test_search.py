@@ -476,3 +476,27 @@ def test_the_readmes_local_embeddings_example(
         bodies = [r.body for r in fake.requests]
     assert {b["model"] for b in bodies} == {"nomic-embed-text"}
     assert {b["dimensions"] for b in bodies} == {768}
+
+
+def test_user_vectors_from_entries_already_read_match_its_own_read(store: MemoryStore) -> None:
+    """Search hands user_vectors the entries it read: the same ids and vectors as the
+    function's own read, with a changed (stale) entry left out both ways."""
+    from memkeeper.storage.vectors import user_vectors
+
+    for i in range(6):
+        store.remember("alice", f"k{i}", f"value {i}")
+    settings = store.config.search
+    index_all(store, dims=settings.embedding_dimensions)
+    store.remember("alice", "k3", "changed since")  # its vector is stale now
+    args = dict(
+        user_id="alice",
+        namespaces=("",),
+        model=settings.embedding_model,
+        dims=settings.embedding_dimensions,
+    )
+    entries = [(m.id, m.kind, m.key, m.value) for m in store.list_memories("alice")]
+    with store.storage.lock:
+        own_ids, own = user_vectors(store.storage.hot, **args)  # type: ignore[arg-type]
+        given_ids, given = user_vectors(store.storage.hot, entries=entries, **args)  # type: ignore[arg-type]
+    assert own_ids == given_ids and len(own_ids) == 5
+    assert own.tolist() == given.tolist()
