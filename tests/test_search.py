@@ -494,7 +494,11 @@ def test_user_vectors_from_entries_already_read_match_its_own_read(store: Memory
         model=settings.embedding_model,
         dims=settings.embedding_dimensions,
     )
-    entries = [(m.id, m.kind, m.key, m.value) for m in store.list_memories("alice")]
+    entries = [
+        (m.id, m.kind, m.key, m.value)
+        for m in store.list_memories("alice")
+        if m.state in ("active", "pending_review")  # as search reads them
+    ]
     with store.storage.lock:
         own_ids, own = user_vectors(store.storage.hot, **args)  # type: ignore[arg-type]
         given_ids, given = user_vectors(store.storage.hot, entries=entries, **args)  # type: ignore[arg-type]
