@@ -36,7 +36,8 @@ class SearchSection(Section):
         ge=0,
         le=100,
         description="Weight of the keyword list (BM25 over the user's own entries) in the "
-        "reciprocal-rank fusion: weight_keyword / (rrf_k + rank).",
+        "reciprocal-rank fusion: weight_keyword x coverage / (rrf_k + rank), coverage the "
+        "share of the query's idf the match carries.",
     )
     rrf_k: float = Field(
         60,
@@ -85,6 +86,17 @@ class SearchSection(Section):
     )
     context_episodes: int = Field(
         5, ge=0, le=1000, description="Most recent episodes of the namespace in context()."
+    )
+    embedding_base_url: str = Field(
+        "",
+        description="Base URL of the embeddings endpoint when it is not the LLM's ([llm] "
+        "base_url): any OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 (Ollama). "
+        "Empty: [llm] base_url.",
+    )
+    embedding_api_key_env: str = Field(
+        "",
+        description="Environment variable holding the embeddings endpoint's key when it is "
+        "not [llm] api_key_env (a local server takes any value). Empty: [llm] api_key_env.",
     )
     embedding_model: str = Field(
         "embedding-3", min_length=1, description="Embedding model name sent to the API."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -255,14 +256,13 @@ def test_a_dry_run_calls_nothing(db_path: Path, fake: FakeEmbeddings) -> None:
 @pytest.mark.parametrize(
     "failure",
     [
-        wrong_dimension,
         nan_values,
         fewer_vectors,
         lambda r: error(401),
         lambda r: error(500),
         lambda r: Reply(delay=3.0),
     ],
-    ids=["wrong-dimension", "nan", "fewer", "401", "500-forever", "timeout"],
+    ids=["nan", "fewer", "401", "500-forever", "timeout"],
 )
 def test_every_failure_skips_the_batch_stores_nothing_and_the_run_is_ok(
     db_path: Path, fake: FakeEmbeddings, failure
@@ -279,6 +279,28 @@ def test_every_failure_skips_the_batch_stores_nothing_and_the_run_is_ok(
     fake.fail_forever(None)
     assert index(store).stats["entries_indexed"] == 4  # nothing lost: the next run catches up
     store.close()
+
+
+def test_a_dimension_mismatch_fails_the_run_with_both_numbers_and_status_shows_it(
+    db_path: Path, fake: FakeEmbeddings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Vectors of another dimension than configured are a setting to fix, not a passing
+    failure: the run stops its calls and fails with one error naming both numbers."""
+    from memkeeper.cli import main
+
+    store = open_store(db_path, fake, index_batch=1, index_concurrency=1)
+    fill(store, 5)
+    fake.fail_forever(wrong_dimension)
+    result = index(store)
+    assert result.status == "failed"
+    assert result.error is not None and "DimensionMismatch" in result.error
+    assert f"vectors of {DIMS + 1} dimensions" in result.error
+    assert f"embedding_dimensions is {DIMS}" in result.error
+    assert len(fake.requests) == 1 and result.stats["batches_failed"] == 1
+    store.close()
+    assert main(["--db", str(db_path), "status", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert f"vectors of {DIMS + 1} dimensions" in status["last_runs"]["index"]["error"]
 
 
 def test_forget_and_forget_user_remove_vectors(db_path: Path, fake: FakeEmbeddings) -> None:

@@ -407,3 +407,101 @@ def test_cached_vectors_follow_every_change(store: MemoryStore) -> None:
         delete_vectors(store.storage.hot, [b2.id])  # the highest rowid is free again...
     embed(c, "four")  # ...and c's new vector takes it: the same highest rowid as before
     assert current()[c.id] == [round(x, 5) for x in fake_vector("four", dims)]
+
+
+def test_a_dimension_mismatch_is_logged_once_with_both_numbers(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from structlog.testing import capture_logs
+
+    monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
+    with FakeEmbeddings() as fake, MemoryStore(db_path, config=embed_config(fake.url)) as store:
+        store.remember("alice", "report_format", "PDF")
+        index_all(store)
+        fake.fail_forever(wrong_dimension)
+        with capture_logs() as logs:
+            for query in ("PDF", "report", "format"):
+                assert not store.search("alice", query).semantic
+    warned = [e for e in logs if e.get("endpoint_dimensions") is not None]
+    assert len(warned) == 1
+    assert warned[0]["endpoint_dimensions"] == DIMS + 1
+    assert warned[0]["embedding_dimensions"] == DIMS
+
+
+def test_query_embeddings_share_one_pooled_client(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Uncached queries reuse the process's embedder for that endpoint (no client built per
+    query), and a changed setting gets its own."""
+    monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
+    with FakeEmbeddings() as fake, MemoryStore(db_path, config=embed_config(fake.url)) as store:
+        store.remember("alice", "report_format", "PDF")
+        index_all(store)
+        for query in ("PDF", "report", "format", "pdf report"):
+            assert store.search("alice", query).semantic
+        assert len(fake.requests) == 4
+        assert len(semantic._embedders) == 1
+        store.config = embed_config(fake.url, search={"query_timeout_s": 2.0})
+        assert store.search("alice", "another query").semantic
+        assert len(semantic._embedders) == 2
+
+
+def test_the_readmes_local_embeddings_example(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's block, pointed at a local server (the fake, at the block's dimension):
+    the index job and search use it, while [llm] keeps its own endpoint and key."""
+    import tomllib
+
+    from memkeeper.maintenance.runner import run_once
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("#### Local embeddings") :]
+    block = section[
+        section.index("```toml\n") + 8 : section.index("```\n", section.index("```toml"))
+    ]
+    options = tomllib.loads(block)["search"]
+    monkeypatch.delenv(KEY_ENV, raising=False)  # no cloud key at all
+    monkeypatch.setenv(options["embedding_api_key_env"], "anything")
+    with FakeEmbeddings() as fake:
+        options["embedding_base_url"] = fake.url
+        config = Config.model_validate(
+            {"llm": {"base_url": "http://127.0.0.1:9/never", "max_retries": 0}, "search": options}
+        )
+        with MemoryStore(db_path, config=config) as store:
+            memory = store.remember("alice", "report_format", "PDF with the company logo")
+            (result,) = run_once(store, ["index"]).results
+            assert result.status == "ok" and result.stats["entries_indexed"] == 1
+            hits = store.search("alice", "company logo")
+            assert hits.semantic and hits[0].memory.id == memory.id and hits[0].similarity > 0
+        bodies = [r.body for r in fake.requests]
+    assert {b["model"] for b in bodies} == {"nomic-embed-text"}
+    assert {b["dimensions"] for b in bodies} == {768}
+
+
+def test_user_vectors_from_entries_already_read_match_its_own_read(store: MemoryStore) -> None:
+    """Search hands user_vectors the entries it read: the same ids and vectors as the
+    function's own read, with a changed (stale) entry left out both ways."""
+    from memkeeper.storage.vectors import user_vectors
+
+    for i in range(6):
+        store.remember("alice", f"k{i}", f"value {i}")
+    settings = store.config.search
+    index_all(store, dims=settings.embedding_dimensions)
+    store.remember("alice", "k3", "changed since")  # its vector is stale now
+    args = dict(
+        user_id="alice",
+        namespaces=("",),
+        model=settings.embedding_model,
+        dims=settings.embedding_dimensions,
+    )
+    entries = [
+        (m.id, m.kind, m.key, m.value)
+        for m in store.list_memories("alice")
+        if m.state in ("active", "pending_review")  # as search reads them
+    ]
+    with store.storage.lock:
+        own_ids, own = user_vectors(store.storage.hot, **args)  # type: ignore[arg-type]
+        given_ids, given = user_vectors(store.storage.hot, entries=entries, **args)  # type: ignore[arg-type]
+    assert own_ids == given_ids and len(own_ids) == 5
+    assert own.tolist() == given.tolist()

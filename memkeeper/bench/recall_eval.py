@@ -34,7 +34,7 @@ from typing import Any
 
 from memkeeper.bench.embed_standin import EmbeddingStandIn, standin_vector
 from memkeeper.bench.eval_data import EvalMemory, EvalQuestion, EvalSet, generate
-from memkeeper.bench.search_eval import _index_everything, _without_key
+from memkeeper.bench.search_eval import index_everything, without_key
 from memkeeper.bench.semantic import _standin_key, standin_config
 from memkeeper.clock import fixed, to_db
 from memkeeper.config import Config
@@ -42,6 +42,7 @@ from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmNotConfigured
 from memkeeper.storage.vectors import embedding_text
 from memkeeper.store import MemoryStore, semantic
+from memkeeper.store.semantic import embeddings_llm
 
 KS = (1, 3, 10)
 SIZES = {
@@ -76,7 +77,7 @@ def run_recall_eval(
                 refs = build_store(path, standin_cfg, data, aged=age == "aged")
                 for mode in ("keyword", "hybrid"):
                     say(f"memkeeper {mode}, {age}")
-                    run_cfg = standin_cfg if mode == "hybrid" else _without_key(standin_cfg)
+                    run_cfg = standin_cfg if mode == "hybrid" else without_key(standin_cfg)
                     figures[f"{mode}_{age}"] = _ask(path, run_cfg, data, refs)
         figures["endpoint"] = _endpoint(config, data, Path(tmp), say)
     return figures
@@ -85,10 +86,11 @@ def run_recall_eval(
 def _endpoint(
     config: Config, data: EvalSet, tmp: Path, say: Callable[[str], None]
 ) -> dict[str, Any]:
+    llm = embeddings_llm(config)
     try:
-        read_api_key(config.llm)
+        read_api_key(llm)
     except LlmNotConfigured:
-        return {"skipped": f"no API key: set {config.llm.api_key_env} to add the endpoint"}
+        return {"skipped": f"no API key: set {llm.api_key_env} to add the endpoint"}
     out: dict[str, Any] = {"model": config.search.embedding_model}
     for age in ("fresh", "aged"):
         path = tmp / f"endpoint-{age}.db"
@@ -110,7 +112,7 @@ def build_store(path: Path, config: Config, data: EvalSet, *, aged: bool) -> dic
         if aged:
             _mark_uses(store, data.memories, refs)
         store.clock = fixed(data.now)
-        _index_everything(store)
+        index_everything(store)
     return refs
 
 

@@ -45,7 +45,10 @@ def standin_config(config: Config, url: str) -> Config:
     llm = config.llm.model_copy(
         update={"base_url": url, "api_key_env": KEY_ENV, "max_retries": 1, "timeout_seconds": 10}
     )
-    return config.model_copy(update={"llm": llm})
+    search = config.search.model_copy(
+        update={"embedding_base_url": "", "embedding_api_key_env": ""}
+    )
+    return config.model_copy(update={"llm": llm, "search": search})
 
 
 @contextlib.contextmanager

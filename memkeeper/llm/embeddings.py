@@ -31,6 +31,21 @@ if TYPE_CHECKING:
     import numpy
 
 
+class DimensionMismatch(LlmBadAnswer):
+    """The endpoint's vectors have another dimension than ``[search] embedding_dimensions``:
+    a configuration error, the same for every batch, so the index job fails on it."""
+
+    def __init__(self, endpoint: str, *, expected: int, got: int, attempts: int) -> None:
+        super().__init__(
+            f"the embeddings endpoint {endpoint} returns vectors of {got} dimensions, but "
+            f"[search] embedding_dimensions is {expected}: set embedding_dimensions = {got} "
+            f"(or use a model that gives {expected})",
+            attempts=attempts,
+        )
+        self.expected = expected
+        self.got = got
+
+
 @dataclass(frozen=True)
 class Embedded:
     """One successful call: a vector per input (float32, unit length), and what it cost."""
@@ -113,6 +128,10 @@ class Embedder(SdkSession):
                 raise  # not the SDK's: a bug, with its own traceback
             return outcome
         vectors, problem = self._vectors_of(answer, len(batch))
+        if isinstance(problem, int):
+            return DimensionMismatch(
+                self.endpoint, expected=self.dimensions, got=problem, attempts=attempts
+            )
         if problem:
             return LlmBadAnswer(
                 f"the embeddings endpoint {self.endpoint} answered with unusable vectors: "
@@ -121,8 +140,9 @@ class Embedder(SdkSession):
             )
         return Embedded(vectors, attempts, _tokens_of(answer))
 
-    def _vectors_of(self, answer: Any, expected: int) -> tuple[list[numpy.ndarray], str]:
-        """The answer's vectors in input order, normalized; or a problem in words."""
+    def _vectors_of(self, answer: Any, expected: int) -> tuple[list[numpy.ndarray], str | int]:
+        """The answer's vectors in input order, normalized; or a problem in words (or, for
+        vectors of another dimension, that dimension)."""
         import numpy as np
 
         data = _field(answer, "data")
@@ -141,9 +161,10 @@ class Embedder(SdkSession):
                 vector = np.asarray(_field(item, "embedding"), dtype=np.float64)
             except (TypeError, ValueError):
                 return [], f"vector {position} is not a list of numbers"
+            if vector.ndim == 1 and vector.shape[0] > 0 and vector.shape[0] != self.dimensions:
+                return [], int(vector.shape[0])
             if vector.ndim != 1 or vector.shape[0] != self.dimensions:
-                size = vector.shape[0] if vector.ndim == 1 else "?"
-                return [], f"vector {position} has {size} dimensions, not {self.dimensions}"
+                return [], f"vector {position} is not a list of {self.dimensions} numbers"
             if not np.isfinite(vector).all():
                 return [], f"vector {position} has NaN or infinite components"
             norm = float(np.linalg.norm(vector))

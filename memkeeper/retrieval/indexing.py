@@ -16,6 +16,11 @@ budget), ``more_stale`` (more were stale than the budget allowed: left for the n
 ``batches_deferred`` (not sent: a stop was requested, or an auth error), ``embed_calls``
 (HTTP attempts, retries included), ``embed_retries`` and ``embed_tokens``. The call budget
 counts batches; a batch's retries (``[llm] max_retries``) come on top.
+
+One failure is not passed over: vectors of another dimension than ``[search]
+embedding_dimensions`` (:class:`~memkeeper.llm.embeddings.DimensionMismatch`) stop the run's
+calls and fail it with one error naming both numbers, which ``status`` shows — otherwise
+every batch would fail quietly and search stay keyword-only for good.
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memkeeper.config import Config, LlmSection
-from memkeeper.llm.embeddings import Embedded, Embedder
+from memkeeper.llm.embeddings import DimensionMismatch, Embedded, Embedder
 from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmAuthError, LlmError, LlmNotConfigured
 from memkeeper.maintenance.jobkit import JobContext, JobSkipped
 from memkeeper.storage.vectors import stale_entries, store_vectors, text_hash
+from memkeeper.store.semantic import embeddings_llm
 
 MAX_TEXT_CHARS = 4000
 """Longest text sent for one entry, in characters (embedding models take a few thousand
@@ -110,7 +116,8 @@ def _new_stats(settings: SearchSettings) -> dict[str, Any]:
 def index_stale(ctx: JobContext, make_embedder: EmbedderFactory = _default_embedder) -> None:
     """Embed the stale entries of ``ctx.store`` (the index job's run)."""
     config = ctx.store.config
-    key = _require_key(config.llm)
+    llm = embeddings_llm(config)
+    key = _require_key(llm)
     settings = search_settings(config)
     storage = ctx.store.storage
     ctx.stats.update(_new_stats(settings))
@@ -126,8 +133,11 @@ def index_stale(ctx: JobContext, make_embedder: EmbedderFactory = _default_embed
     ctx.set_total(len(stale))
     if ctx.dry_run or not batches:
         return
-    with make_embedder(config.llm, key, settings) as embedder:
+    with make_embedder(llm, key, settings) as embedder:
         _run_batches(ctx, embedder, batches, settings)
+    mismatch = ctx.stats.pop("_mismatch", None)
+    if mismatch is not None:
+        raise mismatch  # a setting to fix, not a passing failure: the run fails, status shows it
 
 
 Batch = list[tuple[str, str]]
@@ -179,6 +189,9 @@ def _finish(
             error_type=type(exc).__name__,
         )
         ctx.advance(len(batch))
+        if isinstance(exc, DimensionMismatch):
+            stats.setdefault("_mismatch", exc)
+            return False  # every other batch would fail alike
         return not isinstance(exc, LlmAuthError)
     stats["embed_calls"] += result.attempts
     stats["embed_retries"] += result.retries

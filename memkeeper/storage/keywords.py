@@ -152,6 +152,30 @@ Row = tuple[str, str | None, str]
 """(id, key, value) of a candidate."""
 
 
+def small_user_rows(
+    db: Database,
+    *,
+    table: str,
+    user_id: str,
+    namespaces: Sequence[str],
+    kinds: Sequence[str] | None,
+    states: Sequence[str],
+    columns: Sequence[str],
+) -> list[tuple[object, ...]] | None:
+    """Every row of the user these filters select (``columns`` of each, through the owner
+    index), or None when there are :data:`SCAN_BELOW_ROWS` or more: a small user's whole
+    set, read once for both the statistics and the candidates."""
+    fts_table(table)
+    if not namespaces or not states or kinds == []:
+        return []
+    where, params = _filters(user_id, namespaces, kinds, states)
+    rows = db.conn.execute(
+        f"SELECT {', '.join(f'm.{c}' for c in columns)} FROM {table} AS m WHERE {where} LIMIT ?",
+        [*params, SCAN_BELOW_ROWS],
+    ).fetchall()
+    return None if len(rows) >= SCAN_BELOW_ROWS else rows
+
+
 def user_rows_stats(
     db: Database,
     *,

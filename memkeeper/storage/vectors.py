@@ -139,13 +139,16 @@ def user_vectors(
     model: str,
     dims: int,
     ids: Sequence[str] | None = None,
+    entries: Sequence[tuple[str, str, str | None, str]] | None = None,
 ) -> tuple[list[str], numpy.ndarray]:
     """The current vectors of one user's current hot entries in ``namespaces``.
 
     Returns (ids, matrix float32 [n, dims]), row i being ids[i]'s unit vector. Only vectors
     of this model and dimension whose text is the entry's text now are returned; entries
     without one are simply absent (the keyword signal still finds them). ``ids`` restricts
-    the answer to those entries. The caller holds the storage lock.
+    the answer to those entries; ``entries`` are the user's current entries in those
+    namespaces as the caller already read them, ``(id, kind, key, value)``, to spare the
+    read. The caller holds the storage lock.
     """
     import numpy as np
 
@@ -156,7 +159,9 @@ def user_vectors(
     if generation is None:
         return empty
     current: list[tuple[str, str]] = []  # (id, hash of its text now), in id order
-    for part in [None] if ids is None else chunks(list(ids)):
+    if entries is not None:
+        current = [(i, _entry_hash(kind, key, value)) for i, kind, key, value in entries]
+    for part in [] if entries is not None else [None] if ids is None else chunks(list(ids)):
         clause = [
             "user_id = ?",
             f"namespace IN ({placeholders(len(namespaces))})",

@@ -131,10 +131,9 @@ _cache: OrderedDict[tuple[str, str], Counter[str]] = OrderedDict()
 def entry_counts(key: str | None, value: str) -> Counter[str]:
     """An entry's weighted term counts (key terms count :data:`KEY_WEIGHT` times), cached."""
     cache_key = (key or "", value)
-    with _cache_lock:
-        counts = _cache.get(cache_key)
-        if counts is not None:
-            return counts
+    counts = _cache.get(cache_key)  # a dict read is atomic; writes take the lock
+    if counts is not None:
+        return counts
     counts = Counter(terms(value))
     for term in terms(key or ""):
         counts[term] += KEY_WEIGHT
@@ -252,3 +251,13 @@ def keyword_scores(
         return []
     rows = candidate_rows(db, patterns=wanted.patterns, user_rows=total, **filters)
     return score_rows(rows, wanted, total=total, mean_length=mean_length)
+
+
+def score_all(rows: Sequence[Sequence[Any]], query: str) -> list[Scored]:
+    """:func:`keyword_scores` over a small user's whole set ``(id, key, value)`` already
+    read: the same statistics; every row is a candidate (its cached terms decide)."""
+    wanted = query_terms(query)
+    if not wanted.terms or not rows:
+        return []
+    chars = sum(len(row[1] or "") + len(row[2]) for row in rows)
+    return score_rows(rows, wanted, total=len(rows), mean_length=chars / len(rows))

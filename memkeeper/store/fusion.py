@@ -4,10 +4,14 @@ Two ranked lists come in: the keyword list (BM25, :mod:`memkeeper.store.bm25`) a
 vector list (cosine, best first, at or above ``[search] min_similarity``). An entry's
 *relevance* is its reciprocal-rank fusion over the lists it is in::
 
-    relevance = weight_keyword / (rrf_k + keyword rank) + weight_similarity / (rrf_k + vector rank)
+    relevance = weight_keyword · coverage / (rrf_k + keyword rank)
+              + weight_similarity / (rrf_k + vector rank)
 
-(a list the entry is not in adds nothing; equal scores share a rank). Confidence and recent
-use then adjust the order among relevant entries as a bounded multiplier::
+(a list the entry is not in adds nothing; equal scores share a rank; ``coverage`` is the
+share of the query's idf the keyword match carries, :class:`memkeeper.store.bm25.Scored`,
+so a match on one name of a long question counts for less than one on every word).
+Confidence and recent use then adjust the order among relevant entries as a bounded
+multiplier::
 
     prior = (weight_confidence · confidence + weight_recency · recency)
             / (weight_confidence + weight_recency)                        (0-1)
@@ -16,9 +20,9 @@ use then adjust the order among relevant entries as a bounded multiplier::
 with ``recency = 0.5 ** (days since last use / recency_half_life_days)``. The prior can raise
 a score by at most ``prior_weight`` (1 %), less than the gap between two neighbouring ranks
 among a list's first forty (1/61 against 1/62 is 1.6 %): it decides between entries equally
-relevant (equal ranks, or rank r in one list against rank r in the other) and near-ties
-deeper down, never lifts an entry over a better match, and never lifts one that matches
-nothing (no list, no relevance, no score). A hit found once is thus at most
+relevant (equal ranks, or rank r in one list against rank r in the other) and relevance
+differences under 1 %, and never lifts an entry that matches nothing (no list, no
+relevance, no score). A hit found once is thus at most
 ``prior_weight · weight_recency / (weight_confidence + weight_recency)`` (0.25 %) ahead the
 next time. Ties go to the more recently used entry, then the id.
 """

@@ -34,10 +34,11 @@ from memkeeper.errors import StorageUnwritable
 from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResults
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.keywords import small_user_rows
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.vectors import user_vectors
 from memkeeper.store import fusion, semantic
-from memkeeper.store.bm25 import Scored, keyword_scores
+from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 from memkeeper.store.core import StoreCore
 from memkeeper.store.recall import mark_found, restore_found
 
@@ -70,9 +71,19 @@ def search(
         return SearchResults()
     namespaces = tuple(dict.fromkeys((namespace, "")))
     started = time.perf_counter()
-    similar, embed_ms, used_vectors = _similar(core, user_id, namespaces, query)
+    with core.storage.lock:  # a small user's entries, read once for every part below
+        every = small_user_rows(
+            core.storage.hot,
+            table="memories",
+            user_id=user_id,
+            namespaces=namespaces,
+            kinds=wanted,
+            states=LIVE_STATES,
+            columns=(*FACTS, "value"),
+        )
+    similar, embed_ms, used_vectors = _similar(core, user_id, namespaces, query, every)
     keyword, facts = _keyword_and_facts(
-        core, user_id, namespaces, query, wanted, include_cold, similar
+        core, user_id, namespaces, query, wanted, include_cold, similar, every
     )
     ranked = _rank(core, keyword, similar, facts, exclude)
     chosen = SearchResults(_mark(core, _load(core, ranked[:limit], facts)))
@@ -155,12 +166,20 @@ def _load(core: StoreCore, ranked: list[Ranked], facts: dict[str, Any]) -> list[
 
 
 def _similar(
-    core: StoreCore, user_id: str, namespaces: Sequence[str], query: str
+    core: StoreCore,
+    user_id: str,
+    namespaces: Sequence[str],
+    query: str,
+    every: list[tuple[Any, ...]] | None,
 ) -> tuple[list[tuple[str, float]], float, bool]:
     """The vector list: up to ``vector_candidates`` entries most similar to ``query`` (id,
     cosine; best first, at or above ``min_similarity``), the embedding's ms, and whether
     similarity took part (False: keyword-only)."""
     settings = core.config.search
+    entries = None
+    if every is not None:
+        kind_at, key_at, value_at = FACTS.index("kind"), FACTS.index("key"), len(FACTS)
+        entries = [(r[0], r[kind_at], r[key_at], r[value_at]) for r in every]
     with core.storage.lock:
         ids, matrix = user_vectors(
             core.storage.hot,
@@ -168,6 +187,7 @@ def _similar(
             namespaces=namespaces,
             model=settings.embedding_model,
             dims=settings.embedding_dimensions,
+            entries=entries,
         )
     if not ids:
         return [], 0.0, False
@@ -197,15 +217,26 @@ def _keyword_and_facts(
     kinds: Sequence[str],
     include_cold: bool,
     similar: list[tuple[str, float]],
+    every: list[tuple[Any, ...]] | None,
 ) -> tuple[list[Scored], dict[str, Any]]:
     """The keyword list (hot and, when asked, cold; BM25 best first), and every live
     candidate's row by id (hot first)."""
     args: dict[str, Any] = dict(user_id=user_id, namespaces=namespaces, query=query, kinds=kinds)
     storage = core.storage
     with storage.lock:
-        keyword = keyword_scores(storage.hot, table="memories", states=LIVE_STATES, **args)
-        wanted = [*(k.id for k in keyword), *(i for i, _ in similar)]
-        rows = _rows(storage.hot, "memories", wanted, user_id, namespaces, kinds)
+        if every is not None:  # a small user: one read for statistics, candidates and facts
+            key_at, value_at = FACTS.index("key"), len(FACTS)
+            keyword = score_all([(r[0], r[key_at], r[value_at]) for r in every], query)
+            wanted = {*(k.id for k in keyword), *(i for i, _ in similar)}
+            rows = [
+                dict(zip(FACTS, r, strict=False)) | {"table": "memories"}
+                for r in every
+                if r[0] in wanted
+            ]
+        else:
+            keyword = keyword_scores(storage.hot, table="memories", states=LIVE_STATES, **args)
+            ids = [*(k.id for k in keyword), *(i for i, _ in similar)]
+            rows = _rows(storage.hot, "memories", ids, user_id, namespaces, kinds)
         cold = storage.cold(create=False) if include_cold else None
         if cold is not None:
             cold_scores = keyword_scores(cold, table="cold_memories", states=("cold",), **args)

@@ -1,15 +1,17 @@
 """The semantic half of search: the retrieval switch, and the query's own embedding.
 
-The query is embedded with one call of at most ``[search] query_timeout_s`` through
-:class:`memkeeper.llm.embeddings.Embedder` (the summarizer's key, base URL and error
-handling), and kept in a small per-process LRU cache keyed by endpoint, model, dimensions and
-text. Without a key, or when the call fails in any way (timeout, HTTP error, a vector of the
-wrong size, NaN), the search is keyword-only: one warning per process and cause, never an
-exception to the agent.
+The query is embedded with one call of at most ``[search] query_timeout_s`` through one
+:class:`memkeeper.llm.embeddings.Embedder` per endpoint, key and settings, kept for the
+process (a pooled client: connections stay open between searches; the summarizer's key,
+base URL and error handling), and kept in a small per-process LRU cache keyed by endpoint,
+model, dimensions and text. Without a key, or when the call fails in any way (timeout,
+HTTP error, a vector of the wrong size, NaN), the search is keyword-only: one warning per
+process and cause, never an exception to the agent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -19,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from memkeeper import logs
-from memkeeper.config import Config
+from memkeeper.config import Config, LlmSection
 from memkeeper.config_search import ENV_RETRIEVAL
+from memkeeper.llm.embeddings import DimensionMismatch, Embedder
 from memkeeper.llm.endpoint import describe_endpoint, read_api_key
 from memkeeper.llm.errors import LlmNotConfigured
 
@@ -32,6 +35,13 @@ CACHE_SIZE = 256
 _OFF_WORDS = frozenset({"off", "0", "false", "no", "disabled"})
 _lock = threading.Lock()
 _cache: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
+_embedders: dict[tuple[object, ...], Embedder] = {}
+
+EMBEDDER_CONNECTIONS = 4
+"""Kept-alive connections of the query embedder (searches of several threads at once)."""
+
+EMBEDDERS_KEPT = 4
+"""Query embedders kept per process (one per endpoint, key and settings in use)."""
 _warned: set[str] = set()
 
 
@@ -45,10 +55,14 @@ def warn_once(reason: str, message: str, **fields: Any) -> None:
 
 
 def reset() -> None:
-    """Forget the cache and the warnings already given (tests)."""
+    """Forget the cache, the warnings already given and the embedders (tests)."""
     with _lock:
         _cache.clear()
         _warned.clear()
+        embedders = list(_embedders.values())
+        _embedders.clear()
+    for embedder in embedders:
+        embedder.close()
 
 
 def retrieval_enabled(config: Config, environ: Mapping[str, str] | None = None) -> bool:
@@ -64,20 +78,32 @@ def retrieval_enabled(config: Config, environ: Mapping[str, str] | None = None) 
     return False
 
 
+def embeddings_llm(config: Config) -> LlmSection:
+    """The ``[llm]`` section the embeddings use: its base URL and key variable replaced by
+    ``[search] embedding_base_url`` / ``embedding_api_key_env`` when those are set (a local
+    embeddings server beside a hosted LLM)."""
+    update = {}
+    if config.search.embedding_base_url:
+        update["base_url"] = config.search.embedding_base_url
+    if config.search.embedding_api_key_env:
+        update["api_key_env"] = config.search.embedding_api_key_env
+    return config.llm.model_copy(update=update) if update else config.llm
+
+
 def query_vector(config: Config, query: str) -> np.ndarray | None:
     """The query's unit embedding, or None (keyword-only search) when it cannot be had."""
     try:
-        key = read_api_key(config.llm)
+        key = read_api_key(embeddings_llm(config))
     except LlmNotConfigured:
         warn_once(
             "no key",
             "search is keyword-only: no API key for embeddings",
-            variable=config.llm.api_key_env,
+            variable=embeddings_llm(config).api_key_env,
         )
         return None
     settings = config.search
     cache_key = (
-        describe_endpoint(config.llm.base_url or None),
+        describe_endpoint(embeddings_llm(config).base_url or None),
         settings.embedding_model,
         str(settings.embedding_dimensions),
         query,
@@ -89,6 +115,15 @@ def query_vector(config: Config, query: str) -> np.ndarray | None:
             return cached
     try:
         vector = _embed(config, key, query)
+    except DimensionMismatch as exc:
+        warn_once(
+            "dimension mismatch",
+            "search is keyword-only: the embeddings endpoint's vectors have another dimension",
+            endpoint_dimensions=exc.got,
+            embedding_dimensions=exc.expected,
+            fix=f"set [search] embedding_dimensions = {exc.got}",
+        )
+        return None
     except Exception as exc:  # any failure of the service: keyword-only, never raised
         warn_once(
             f"embed failed: {type(exc).__name__}",
@@ -103,20 +138,47 @@ def query_vector(config: Config, query: str) -> np.ndarray | None:
     return vector
 
 
-def _embed(config: Config, key: str, query: str) -> np.ndarray:
-    from memkeeper.llm.embeddings import Embedder  # the SDK loads only when used
-
+def _embedder(config: Config, key: str) -> Embedder:
+    """The process's query embedder for this endpoint, key, model and settings: one pooled
+    client (kept-alive connections), made on first use — building the HTTP and SDK clients
+    cost 19-54 ms a query when each query made its own."""
     settings = config.search
-    with Embedder(
-        config.llm,
+    llm = embeddings_llm(config)
+    ident = (
+        describe_endpoint(llm.base_url or None),
+        hashlib.sha256(key.encode()).hexdigest(),
+        settings.embedding_model,
+        settings.embedding_dimensions,
+        settings.query_timeout_s,
+        llm.model_dump_json(),
+    )
+    with _lock:
+        found = _embedders.get(ident)
+        if found is not None:
+            return found
+    made = Embedder(
+        llm,
         api_key=key,
         model=settings.embedding_model,
         dimensions=settings.embedding_dimensions,
         timeout_s=settings.query_timeout_s,
-        max_connections=1,
+        max_connections=EMBEDDER_CONNECTIONS,
         max_retries=0,  # one call: the agent is waiting
-    ) as embedder:
-        vectors = embedder.embed([query])
+    )
+    with _lock:
+        kept = _embedders.setdefault(ident, made)
+        stale = list(_embedders)[:-EMBEDDERS_KEPT] if len(_embedders) > EMBEDDERS_KEPT else []
+        closing = [_embedders.pop(i) for i in stale if i != ident]
+    if kept is not made:
+        made.close()
+    for embedder in closing:
+        embedder.close()
+    return kept
+
+
+def _embed(config: Config, key: str, query: str) -> np.ndarray:
+    settings = config.search
+    vectors = _embedder(config, key).embed([query])
     if len(vectors) != 1:
         raise ValueError(f"{len(vectors)} vectors for one query")
     vector = np.asarray(vectors[0], dtype=np.float32).reshape(-1)
