@@ -111,6 +111,7 @@ class SearchSection(Section):
     query_timeout_s: float = Field(
         3.0,
         gt=0,
+        le=600,
         description="Timeout of the query's own embedding call, in seconds; on timeout or any "
         "failure search is keyword-only.",
     )
@@ -118,7 +119,7 @@ class SearchSection(Section):
         32, gt=0, le=2048, description="Entries embedded per API call by the index job."
     )
     index_max_calls_per_run: int = Field(
-        200, ge=0, description="Most embedding calls one run of the index job makes."
+        200, ge=0, le=1_000_000, description="Most embedding calls one run of the index job makes."
     )
     index_concurrency: int = Field(
         2, gt=0, le=64, description="Embedding calls the index job makes at the same time."

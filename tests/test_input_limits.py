@@ -4,6 +4,7 @@ documented exit code naming what is at fault, and writes nothing."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -143,18 +144,27 @@ def test_a_number_out_of_range_is_exit_78_naming_the_file_and_key(
 def test_every_bound_is_accepted_and_search_json_stays_json(
     cli, db_path: Path, tmp_path: Path
 ) -> None:
-    """At the largest weights allowed the scores are finite: --json never has Infinity."""
+    """At the largest weights the schema allows the scores are finite: --json never has
+    Infinity or NaN. The bounds are read from the schema, so the test follows it."""
+    from memkeeper.config_doc import bounds
+    from memkeeper.config_search import SearchSection
+
     with MemoryStore(db_path) as store:
         store.remember("bob", "city", "Paris")
+    weights = ["weight_similarity", "weight_keyword", "weight_confidence", "weight_recency"]
+    weights += [name for name in ("prior_weight",) if name in SearchSection.model_fields]
+    lines = ["[search]"]
+    for name in weights:
+        upper = bounds(SearchSection.model_fields[name])
+        assert upper is not None
+        lines.append(f"{name} = {upper[3]}")
     config = tmp_path / "config.toml"
-    config.write_text(
-        "[search]\nweight_confidence = 1000\nweight_keyword = 1000\nweight_recency = 1000\n"
-    )
+    config.write_text("\n".join(lines) + "\n")
     code, out, err = cli("--config", str(config), "search", "bob", "Paris", "--json")
     assert code == 0, err
     assert "Infinity" not in out and "NaN" not in out
     [hit] = json.loads(out)
-    assert hit["score"] > 1000
+    assert math.isfinite(hit["score"]) and hit["score"] > 0
 
 
 def test_print_json_never_prints_a_non_finite_number(capsys) -> None:

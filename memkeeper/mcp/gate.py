@@ -16,13 +16,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
+from memkeeper import logs
 from memkeeper.errors import MemkeeperError
 from memkeeper.mcp.auth import Principal, TokenTable
 from memkeeper.mcp.sessions import SessionLimits
 
-log = structlog.get_logger("memkeeper.mcp")
+log = logs.get_logger("memkeeper.mcp")
 
 PRINCIPAL_KEY = "memkeeper_principal"
 MAX_JSON_DEPTH = 256

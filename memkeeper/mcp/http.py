@@ -39,8 +39,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from memkeeper import logs
 from memkeeper.config import Config
 from memkeeper.config_mcp import split_list
@@ -49,7 +47,7 @@ from memkeeper.mcp.auth import load_tokens
 from memkeeper.mcp.gate import Gate, HttpPlan, principal_of_request
 from memkeeper.mcp.sessions import SessionLimits
 
-log = structlog.get_logger("memkeeper.mcp")
+log = logs.get_logger("memkeeper.mcp")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 START_TIMEOUT_SECONDS = 10.0

@@ -26,7 +26,6 @@ from functools import partial
 from typing import Any
 
 import anyio
-import structlog
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -41,7 +40,7 @@ from memkeeper.mcp.schemas import TOOLS, ToolSpec
 from memkeeper.mcp.store_ref import StoreRef
 from memkeeper.store import MemoryStore
 
-log = structlog.get_logger("memkeeper.mcp")
+log = logs.get_logger("memkeeper.mcp")
 
 INSTRUCTIONS = (
     "memkeeper is this user's long-term memory. At the start of a turn call search (or "

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
+from memkeeper import logs
 from memkeeper.mcp.auth import Principal
 from memkeeper.mcp.server import InputState
 from memkeeper.mcp.store_ref import StoreRef
 from memkeeper.store import MemoryStore
 
-log = structlog.get_logger("memkeeper.mcp")
+log = logs.get_logger("memkeeper.mcp")
 
 
 class _WatchedInput:

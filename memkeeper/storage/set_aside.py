@@ -19,13 +19,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from memkeeper import logs
 from memkeeper.errors import MemkeeperError
 from memkeeper.storage.files import Storage
 from memkeeper.storage.forgetting import Selection, erase
 
-log = structlog.get_logger("memkeeper.forget")
+log = logs.get_logger("memkeeper.forget")
 
 MARK = ".replaced-"
 

@@ -54,10 +54,9 @@ def _is_locked_error(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+# Held while a new file is created and its descriptor closed: a close() after another thread
+# opened the file through SQLite would cancel its POSIX locks (see storage/rawfile.py).
 _CREATING = threading.Lock()
-"""Held while a new file is created and its descriptor closed: another thread of this process
-must not open the file through SQLite before that ``close()``, which would cancel the locks
-it just took (POSIX locks belong to the process; see :mod:`memkeeper.storage.rawfile`)."""
 
 
 def _create_file(path: Path) -> None:
