@@ -25,12 +25,10 @@ from sqlite_utils.migrations import Migrations
 from memkeeper.errors import (
     DatabaseError,
     LockBusy,
-    MemkeeperError,
-    StorageFull,
     StorageUnwritable,
-    WriteConflict,
 )
 from memkeeper.storage.permissions import ExplainedConnection, read_only_error
+from memkeeper.storage.sqlite_errors import is_locked_error, translate_error
 
 
 @dataclass(frozen=True)
@@ -47,11 +45,6 @@ class FileKind:
     migrations: Migrations
     steps: tuple[str, ...] = ()
     others: tuple[tuple[int, str], ...] = ()
-
-
-def _is_locked_error(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
 
 
 # Held while a new file is created and its descriptor closed: a close() after another thread
@@ -106,7 +99,7 @@ def _probe(conn: sqlite3.Connection, path: Path, kind: FileKind) -> bool:
         unwritable = read_only_error(exc, path, "the database cannot be opened")
         if unwritable is not None:
             raise unwritable from None
-        if isinstance(exc, sqlite3.OperationalError) and _is_locked_error(exc):
+        if isinstance(exc, sqlite3.OperationalError) and is_locked_error(exc):
             # Held exclusively (a restore-backup swapping the files): busy, not broken.
             raise LockBusy(
                 f"{path} is locked exclusively by another process (a restore-backup?) beyond "
@@ -146,7 +139,7 @@ def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
             if mode == "wal" or time.monotonic() >= deadline:
                 return mode
         except sqlite3.OperationalError as exc:
-            if not _is_locked_error(exc) or time.monotonic() >= deadline:
+            if not is_locked_error(exc) or time.monotonic() >= deadline:
                 raise
         time.sleep(0.01)
 
@@ -187,7 +180,7 @@ def _set_pragmas(conn: sqlite3.Connection, path: Path, tuning: Tuning) -> None:
         unwritable = read_only_error(exc, path, "it cannot be switched to WAL mode")
         if unwritable is not None:
             raise unwritable from None
-        if _is_locked_error(exc):
+        if is_locked_error(exc):
             raise LockBusy(f"database file {path} stayed locked: {exc}") from None
         raise DatabaseError(f"cannot configure database file {path}: {exc}") from None
     if str(mode).lower() != "wal":
@@ -230,7 +223,7 @@ def migrate(db: Database, path: Path, kind: FileKind) -> None:
         unwritable = read_only_error(exc, path, "the schema upgrade it needs cannot be written")
         if unwritable is not None:
             raise unwritable from None
-        if _is_locked_error(exc):
+        if is_locked_error(exc):
             raise LockBusy(f"{path} stayed locked during its schema upgrade: {exc}") from None
         raise
 
@@ -287,46 +280,6 @@ that grow to 100 ms (1, 2, 5, 10, 15, 20, 25, 25, 25, 50 ...): measured during a
 waited 53, 78 and 103 ms — exactly those sums — for a lock the pass held under 20 ms."""
 
 
-def _database_path(db: Database) -> str:
-    with contextlib.suppress(sqlite3.Error):
-        row = db.conn.execute("PRAGMA database_list").fetchone()
-        if row and row[2]:
-            return str(row[2])
-    return "the memory database"
-
-
-def translate_error(exc: sqlite3.Error, db: Database) -> MemkeeperError | None:
-    """memkeeper's own error for an expected SQLite failure during a write, or None.
-
-    A full disk, a read-only file and an I/O error are operational problems the caller must
-    hear about clearly (and nothing was changed: the transaction rolled back); a constraint
-    violation means two writers raced past the checks, which is reported, not leaked raw.
-    """
-    if isinstance(exc, MemkeeperError):
-        return None
-    text = str(exc).lower()
-    path = _database_path(db)
-    if "full" in text:
-        return StorageFull(
-            f"the disk holding {path} is full; nothing was changed. Free space and retry"
-        )
-    if "readonly" in text or "read-only" in text:
-        return StorageUnwritable(
-            f"database file {path} is read-only for this user (permission problem); "
-            "nothing was changed"
-        )
-    if _is_locked_error(exc):
-        return LockBusy(f"{path} stayed locked by another writer beyond the busy timeout")
-    if isinstance(exc, sqlite3.IntegrityError):
-        return WriteConflict(
-            f"a concurrent write to {path} conflicted with this one ({exc}); nothing was "
-            "changed, retry"
-        )
-    if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
-        return DatabaseError(f"writing {path} failed: {exc}; nothing was changed")
-    return None
-
-
 def _begin(db: Database) -> None:
     conn = db.conn
     full_ms = getattr(conn, "memkeeper_busy_ms", None)
@@ -340,7 +293,7 @@ def _begin(db: Database) -> None:
                 conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
-                if not _is_locked_error(exc):
+                if not is_locked_error(exc):
                     error = translate_error(exc, db)
                     if error is None:
                         raise
