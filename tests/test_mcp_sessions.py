@@ -129,3 +129,22 @@ def test_stateless_requests_open_no_session(server: HttpServer) -> None:
         assert response.status_code == 200, response.text
         assert "mcp-session-id" not in response.headers
     assert server.open_sessions() == 0
+
+
+def test_a_session_answers_only_the_token_that_opened_it(server: HttpServer) -> None:
+    """Another valid token naming alice's session id gets 404, and alice's session lives on."""
+    session_id = open_session(server.url, "alice").headers["mcp-session-id"]
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+
+    def as_(who: str) -> httpx.Response:
+        headers = {
+            **ACCEPT,
+            "Authorization": f"Bearer {TOKENS[who]}",
+            "mcp-session-id": session_id,
+            "mcp-protocol-version": "2025-06-18",
+        }
+        return httpx.post(server.url, json=ping, headers=headers, timeout=30)
+
+    assert as_("bob").status_code == 404
+    assert as_("alice").status_code == 200
+    assert server.open_sessions() == 1

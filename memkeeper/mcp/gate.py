@@ -198,17 +198,28 @@ class Gate:
         elif opens_session(scope):
             await self._open_session(principal, scope, replay, send)
         else:
-            await self._in_session(scope, replay, send)
+            await self._in_session(principal, scope, replay, send)
 
-    async def _in_session(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _in_session(
+        self, principal: Principal, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         """Pass on a request, telling the session limits when one of a session starts and
-        ends (and whether the session is gone: deleted, or unknown to the SDK)."""
+        ends (and whether the session is gone: deleted, or unknown to the SDK). A session
+        opened by another principal is answered 404, as an unknown one is: a token never
+        rides on a session someone else opened (its client name, its SDK state)."""
         assert self.sessions is not None
         raw = _header(scope, b"mcp-session-id")
         if raw is None:
             await self.app(scope, receive, send)
             return
         session_id = raw.decode("latin-1")
+        owner = self.sessions.owner(session_id)
+        if owner is not None and owner != principal:
+            log.warning(
+                "refused an MCP request", reason="session of another token", peer=_peer(scope)
+            )
+            await _answer(send, 404, "unknown MCP session: open one with initialize")
+            return
         status = 500
 
         async def watch(message: Message) -> None:

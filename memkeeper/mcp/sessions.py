@@ -7,7 +7,8 @@ stateless and opens none. The SDK's session manager ends a session after
 client deletes it. :class:`SessionLimits` follows the same rule from the requests it sees
 (the Gate reports each session request's start and end): a session counts while a request
 of it is in flight or its last one ended less than the idle time ago, until it is deleted or
-answered 404. One more than ``[mcp] max_sessions_per_principal`` is refused. One token
+answered 404. One more than ``[mcp] max_sessions_per_principal`` is refused. A session is
+bound to the principal that opened it: another token naming its id gets 404. One token
 opening sessions without closing them cannot grow the server without bound (each costs some
 tens of KiB; measured in ``tests/test_mcp_sessions.py``).
 
@@ -75,6 +76,13 @@ class SessionLimits:
         held.pending = max(held.pending - 1, 0)
         if session_id:
             held.sessions[session_id] = _Session(last_done=self._clock())
+
+    def owner(self, session_id: str) -> Principal | None:
+        """The principal that opened ``session_id``, or None for a session not seen here."""
+        for principal, held in self._held.items():
+            if session_id in held.sessions:
+                return principal
+        return None
 
     def _find(self, session_id: str) -> _Session | None:
         for held in self._held.values():
