@@ -412,7 +412,7 @@ def test_cached_vectors_follow_every_change(store: MemoryStore) -> None:
 def test_a_dimension_mismatch_is_logged_once_with_both_numbers(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from structlog.testing import capture_logs
+    from helpers.logs import capture_logs
 
     monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
     with FakeEmbeddings() as fake, MemoryStore(db_path, config=embed_config(fake.url)) as store:
