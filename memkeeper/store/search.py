@@ -85,12 +85,12 @@ def search(
     keyword, facts = _keyword_and_facts(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
     )
-    ranked = _rank(core, keyword, similar, facts, exclude)
-    chosen = SearchResults(_mark(core, _load(core, ranked[:limit], facts)))
+    ranked = _rank(core, keyword, similar, facts, exclude, limit)
+    chosen = SearchResults(_mark(core, _load(core, ranked, facts)))
     chosen.embed_ms = embed_ms
     chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
     chosen.semantic = used_vectors
-    log.debug("search", candidates=len(ranked), hits=len(chosen), **chosen.timing())
+    log.debug("search", candidates=len(facts), hits=len(chosen), **chosen.timing())
     return chosen
 
 
@@ -104,38 +104,52 @@ def _rank(
     similar: list[tuple[str, float]],
     facts: dict[str, Any],
     exclude: Collection[str],
+    limit: int,
 ) -> list[Ranked]:
-    """Every live candidate scored (:mod:`memkeeper.store.fusion`), best first."""
+    """The ``limit`` best live candidates scored (:mod:`memkeeper.store.fusion`), best first.
+
+    The prior raises a score by at most ``prior_weight``, so a candidate whose relevance
+    times ``1 + prior_weight`` is below the ``limit``-th best relevance cannot be among the
+    first ``limit``: only the others are scored in full. The answer is the first ``limit``
+    of the whole ranking, whatever the limit.
+    """
     settings = core.config.search
     keyword_ranks = fusion.ranks([(k.id, k.score) for k in keyword])
     vector_ranks = fusion.ranks(similar)
-    best = keyword[0].score if keyword else 0.0
     keyword_of, similarity_of = {k.id: k for k in keyword}, dict(similar)
-    now = core.now()
-    ranked: list[tuple[Ranked, datetime]] = []
-    for memory_id, row in facts.items():
+    relevant = []
+    for memory_id in facts:
         if memory_id in exclude:
             continue
+        found = keyword_of.get(memory_id)
+        base = fusion.relevance(
+            settings,
+            keyword_ranks.get(memory_id),
+            vector_ranks.get(memory_id),
+            found.coverage if found is not None else 1.0,
+        )
+        if base > 0:  # else in no list (a weight of 0): nothing about it matches
+            relevant.append((base, memory_id))
+    relevant.sort(reverse=True)
+    if len(relevant) > limit:
+        floor = relevant[limit - 1][0] / (1 + settings.prior_weight)
+        relevant = [r for r in relevant if r[0] >= floor * (1 - 1e-12)]
+    best = keyword[0].score if keyword else 0.0
+    now = core.now()
+    ranked: list[tuple[Ranked, datetime]] = []
+    for base, memory_id in relevant:
+        row = facts[memory_id]
         last_used = _last_used(row)
         days = max(0.0, days_between(last_used, now))
         recency = 0.5 ** (days / settings.recency_half_life_days)
         confidence = float(row["confidence"])
-        fused = fusion.fuse(
-            settings,
-            keyword_ranks.get(memory_id),
-            vector_ranks.get(memory_id),
-            confidence,
-            recency,
-            keyword_of[memory_id].coverage if memory_id in keyword_of else 1.0,
-        )
-        if fused.relevance <= 0:
-            continue  # in no list (a weight of 0): nothing about it matches
+        score = base * (1 + settings.prior_weight * fusion.prior(settings, confidence, recency))
         found = keyword_of.get(memory_id)
         share = found.score / best if found is not None and best > 0 else 0.0
-        item = (memory_id, fused.score, similarity_of.get(memory_id, 0.0), share)
-        ranked.append(((*item, confidence, recency), last_used))
+        item = (memory_id, score, similarity_of.get(memory_id, 0.0), share, confidence, recency)
+        ranked.append((item, last_used))
     ranked.sort(key=lambda r: (-r[0][1], -r[1].timestamp(), r[0][0]))
-    return [r for r, _ in ranked]
+    return [r for r, _ in ranked[:limit]]
 
 
 def _last_used(row: Any) -> datetime:
