@@ -18,6 +18,7 @@ from fake_llm import FakeLLM, summarize_config
 from llm_fixtures import KEY, StoreFactory
 
 from memkeeper import MemoryStore
+from memkeeper.cli import main
 from memkeeper.config import Config
 from memkeeper.logs import configure
 
@@ -57,6 +58,18 @@ def quiet_logs() -> None:
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def cli(db_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Run the CLI in process on the test database; returns (exit code, stdout, stderr)."""
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        code = main(["--db", str(db_path), *args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return invoke
 
 
 @pytest.fixture

@@ -17,18 +17,6 @@ from memkeeper.cli import main
 from memkeeper.errors import EXIT_USAGE
 
 
-@pytest.fixture
-def cli(db_path: Path, capsys: pytest.CaptureFixture[str]):
-    """Run the CLI on the test database; returns (exit code, stdout, stderr)."""
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        code = main(["--db", str(db_path), *args])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return invoke
-
-
 def test_the_context_command_prints_the_prefill_with_the_profile(cli, db_path: Path) -> None:
     with MemoryStore(db_path) as store:
         store.remember("bob", "city", "Paris")

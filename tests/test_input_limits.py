@@ -11,19 +11,8 @@ from pathlib import Path
 import pytest
 
 from memkeeper import MemoryStore
-from memkeeper.cli import main
 
 DEEP = 100_000
-
-
-@pytest.fixture
-def cli(db_path: Path, capsys: pytest.CaptureFixture[str]):
-    def invoke(*args: str) -> tuple[int, str, str]:
-        code = main(["--db", str(db_path), *args])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return invoke
 
 
 def exported_line(db_path: Path, tmp_path: Path) -> dict:
