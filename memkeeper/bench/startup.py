@@ -42,6 +42,8 @@ before it knows whether the query can be embedded."""
 def _environment(db: Path, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKEEPER_")}
     env.pop("ZHIPUAI_API_KEY", None)
+    # memkeeper.entry sets it in this (the bench's) process: each run must set it itself.
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
     env.update(
         MEMKEEPER_DB=str(db),
         HOME=str(home),
