@@ -1,12 +1,15 @@
 """Start-up of the memory commands (issue 20 item 13): recall, remember and search import
 neither structlog, nor the job runner, the scheduler or the LLM SDK, nor another command's
-module. Their time is measured by ``memkeeper bench --startup`` (no wall-clock assert here)."""
+module; recall and remember not numpy either, and none of them scans pydantic's plugins.
+Their time is measured by ``memkeeper bench --startup`` (no wall-clock assert here)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import click
@@ -15,11 +18,22 @@ import pytest
 from memkeeper import MemoryStore
 
 SCRIPT = """
-import json, sys
-from memkeeper.cli import main
-code = main(sys.argv[2:])
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=open(sys.argv[1], "w"))
+import atexit, json, runpy, sys
+
+def report():
+    loader = sys.modules.get("pydantic.plugin._loader")
+    found = {
+        "modules": sorted(sys.modules),
+        "plugins_scanned": loader is not None and loader._plugins is not None,
+    }
+    print(json.dumps(found), file=open(report_path, "w"))
+
+report_path = sys.argv[1]
+sys.argv = ["memkeeper", *sys.argv[2:]]
+atexit.register(report)
+runpy.run_module("memkeeper", run_name="__main__")  # python -m memkeeper: exits with its code
 """
+"""``python -m memkeeper ARGS`` as the program runs, reporting at exit what it imported."""
 
 KEPT_OFF = [
     "structlog",
@@ -36,6 +50,13 @@ KEPT_OFF = [
     "zhipuai",
     "httpx",
 ]
+KEPT_OFF_BY_COMMAND = {"recall": ["numpy"], "remember": ["numpy"]}
+"""search reads the stored vectors (numpy) before it knows whether the query can be embedded."""
+
+
+def _child_env() -> dict[str, str]:
+    """The test's environment less what would hide the program's own process set-up."""
+    return {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
 
 
 @pytest.mark.parametrize(
@@ -56,12 +77,69 @@ def test_a_memory_command_imports_only_what_it_needs(db_path: Path, tmp_path: Pa
         text=True,
         timeout=120,
         check=False,
+        env=_child_env(),
     )
     assert done.returncode == 0, done.stderr
     found = json.loads(report.read_text())
-    assert found["code"] == 0
-    loaded = [m for m in KEPT_OFF if m in found["modules"]]
+    kept_off = KEPT_OFF + KEPT_OFF_BY_COMMAND.get(argv[0], [])
+    loaded = [m for m in kept_off if m in found["modules"]]
     assert loaded == []
+    assert found["plugins_scanned"] is False  # pydantic's entry-point scan (~20-30 ms)
+
+
+def test_the_console_script_and_python_m_start_at_the_process_set_up() -> None:
+    with (Path(__file__).parent.parent / "pyproject.toml").open("rb") as file:
+        scripts = tomllib.load(file)["project"]["scripts"]
+    assert scripts["memkeeper"] == "memkeeper.entry:entry"
+    import memkeeper.__main__ as python_m
+    import memkeeper.entry
+
+    assert python_m.entry is memkeeper.entry.entry
+
+
+def test_the_process_set_up_leaves_numpy_importable_and_sqlite_utils_working(
+    tmp_path: Path,
+) -> None:
+    script = (
+        "import sys\n"
+        "from memkeeper.entry import prepare_process\n"
+        "prepare_process()\n"
+        "assert 'numpy' not in sys.modules and 'sqlite_utils' in sys.modules\n"
+        "import numpy, sqlite_utils\n"
+        "db = sqlite_utils.Database(sys.argv[1])\n"
+        "db['t'].insert({'n': 1, 'x': float(numpy.float32(0.5))})\n"
+        "print(list(db.query('select n, x from t')), numpy.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "t.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=_child_env(),
+    )
+    assert done.stdout.split("]")[1].strip() == "numpy"
+    assert "{'n': 1, 'x': 0.5}" in done.stdout
+
+
+def test_a_library_user_keeps_numpy_with_sqlite_utils_and_pydantic_plugins_on() -> None:
+    """The process set-up is the program's: importing memkeeper changes nothing of the host's."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys, memkeeper\n"
+            "from memkeeper import MemoryStore\n"
+            "import memkeeper.cli, sqlite_utils.db\n"
+            "print(os.environ.get('PYDANTIC_DISABLE_PLUGINS'), sqlite_utils.db.np is not None)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=_child_env(),
+    )
+    assert done.stdout.split() == ["None", "True"]
 
 
 def test_the_command_table_names_every_command_and_its_module() -> None:

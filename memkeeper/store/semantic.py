@@ -16,16 +16,16 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memkeeper import logs
 from memkeeper.config import Config, LlmSection
 from memkeeper.config_search import ENV_RETRIEVAL
-from memkeeper.llm.embeddings import DimensionMismatch, Embedder
-from memkeeper.llm.endpoint import describe_endpoint, read_api_key
-from memkeeper.llm.errors import LlmNotConfigured
+
+if TYPE_CHECKING:  # numpy and the embeddings client load only once a query is embedded
+    import numpy as np
+
+    from memkeeper.llm.embeddings import Embedder
 
 log = logs.get_logger("memkeeper.search")
 
@@ -92,6 +92,9 @@ def embeddings_llm(config: Config) -> LlmSection:
 
 def query_vector(config: Config, query: str) -> np.ndarray | None:
     """The query's unit embedding, or None (keyword-only search) when it cannot be had."""
+    from memkeeper.llm.endpoint import describe_endpoint, read_api_key
+    from memkeeper.llm.errors import LlmNotConfigured
+
     try:
         key = read_api_key(embeddings_llm(config))
     except LlmNotConfigured:
@@ -113,6 +116,8 @@ def query_vector(config: Config, query: str) -> np.ndarray | None:
         if cached is not None:
             _cache.move_to_end(cache_key)
             return cached
+    from memkeeper.llm.embeddings import DimensionMismatch
+
     try:
         vector = _embed(config, key, query)
     except DimensionMismatch as exc:
@@ -142,6 +147,9 @@ def _embedder(config: Config, key: str) -> Embedder:
     """The process's query embedder for this endpoint, key, model and settings: one pooled
     client (kept-alive connections), made on first use — building the HTTP and SDK clients
     cost 19-54 ms a query when each query made its own."""
+    from memkeeper.llm.embeddings import Embedder
+    from memkeeper.llm.endpoint import describe_endpoint
+
     settings = config.search
     llm = embeddings_llm(config)
     ident = (
@@ -177,6 +185,8 @@ def _embedder(config: Config, key: str) -> Embedder:
 
 
 def _embed(config: Config, key: str, query: str) -> np.ndarray:
+    import numpy as np
+
     settings = config.search
     vectors = _embedder(config, key).embed([query])
     if len(vectors) != 1:
