@@ -23,6 +23,7 @@ from memkeeper.config import Config
 from memkeeper.records import Memory
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 from memkeeper.store import semantic
+from memkeeper.store.bm25 import score_all
 
 EVAL = load_eval_set()
 KEY_ENV = "ZHIPUAI_API_KEY"
@@ -505,3 +506,22 @@ def test_user_vectors_from_entries_already_read_match_its_own_read(store: Memory
         given_ids, given = user_vectors(store.storage.hot, entries=entries, **args)  # type: ignore[arg-type]
     assert own_ids == given_ids and len(own_ids) == 5
     assert own.tolist() == given.tolist()
+
+
+def test_keyword_only_search_keeps_the_bm25_order(store: MemoryStore) -> None:
+    """Without a vector list the keyword list's order is BM25's: its coverage weighs the
+    whole list (by its best match), so a short entry with the rarest word stays ahead of a
+    longer one holding more of the query's words."""
+    for n in range(30):
+        store.add_note("alice", f"lunch with the team, week {n}")
+    short = store.add_note("alice", "quokka")
+    longer = store.add_note(
+        "alice", "lunch with the team at the zoo near the lake, quokka sighting, long day out"
+    )
+    scored = score_all(
+        [(m.id, m.key, m.value) for m in store.list_memories("alice")], "quokka lunch team"
+    )
+    assert [s.id for s in scored[:2]] == [short.id, longer.id]
+    assert scored[0].coverage < scored[1].coverage  # the per-entry coverage disagrees
+    hits = store.search("alice", "quokka lunch team", limit=2)
+    assert [h.memory.id for h in hits] == [short.id, longer.id]

@@ -114,9 +114,10 @@ def _rank(
     of the whole ranking, whatever the limit.
     """
     settings = core.config.search
-    keyword_ranks = fusion.ranks([(k.id, k.score) for k in keyword])
+    keyword_ranks = fusion.ranks([(k.id, k.score, k.adjacency) for k in keyword])
     vector_ranks = fusion.ranks(similar)
     keyword_of, similarity_of = {k.id: k for k in keyword}, dict(similar)
+    list_coverage = max((k.coverage for k in keyword), default=0.0)
     relevant = []
     for memory_id in facts:
         if memory_id in exclude:
@@ -126,7 +127,7 @@ def _rank(
             settings,
             keyword_ranks.get(memory_id),
             vector_ranks.get(memory_id),
-            found.coverage if found is not None else 1.0,
+            list_coverage,
         )
         if base > 0:  # else in no list (a weight of 0): nothing about it matches
             relevant.append((base, memory_id))
@@ -260,7 +261,7 @@ def _keyword_and_facts(
             rows += _not_shadowed(storage.hot, cold_rows, user_id)
             keyword = sorted(
                 [*keyword, *(k for k in cold_scores if k.id not in seen)],
-                key=lambda item: (-item.score, item.id),
+                key=lambda item: (-item.score, -item.adjacency, item.id),
             )
     return keyword, {row["id"]: row for row in rows}
 
