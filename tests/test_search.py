@@ -282,11 +282,11 @@ def test_embedding_failures_degrade_to_keyword_only(
 
 def test_context_with_query_has_a_section_each(store: MemoryStore) -> None:
     store.remember("alice", "report_format", "PDF", confidence=0.95)
-    store.add_note("alice", "封面加公司logo", confidence=0.6)
+    store.add_note("alice", "封面加公司logo", confidence=0.8)  # third: not in two slots
     store.remember("alice", "deadline", "Wednesday", namespace="acme", confidence=0.95)
     store.record_episode("alice", "draft proposal", namespace="acme", output_summary="outline")
     store.record_episode("alice", "send report", namespace="acme")
-    ctx = store.context("alice", namespace="acme", query="公司logo")
+    ctx = store.context("alice", namespace="acme", limit=2, query="公司logo")
     # The profile applies to every project: its report_format is in the slots too.
     assert sorted(m.key for m in ctx.memories) == ["deadline", "report_format"]
     assert [h.memory.value for h in ctx.relevant] == ["封面加公司logo"]

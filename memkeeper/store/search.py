@@ -58,9 +58,11 @@ def search(
     limit: int | None,
     include_cold: bool,
     exclude: Collection[str] = (),
+    min_confidence: float = 0.0,
 ) -> SearchResults:
-    """The ``limit`` best entries for ``query`` (ids in ``exclude`` left out), marked used,
-    with the query embedding's cost apart from the search's own."""
+    """The ``limit`` best entries for ``query`` (ids in ``exclude`` and entries below
+    ``min_confidence`` left out before ranking, so the limit is of the others), marked
+    used, with the query embedding's cost apart from the search's own."""
     if not semantic.retrieval_enabled(core.config):
         return SearchResults()
     user_id, namespace = core.owner(user_id, namespace)
@@ -85,6 +87,8 @@ def search(
     keyword, facts = _keyword_and_facts(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
     )
+    if min_confidence > 0:
+        facts = {i: row for i, row in facts.items() if row["confidence"] >= min_confidence}
     ranked = _rank(core, keyword, similar, facts, exclude, limit)
     chosen = SearchResults(_mark(core, _load(core, ranked, facts)))
     chosen.embed_ms = embed_ms
