@@ -332,6 +332,10 @@ def test_recall_evaluation_smoke(
     assert set(figures["by_kind"]) == {"paraphrase", "keyword", "old", "none"}
     assert "skipped" in figures["endpoint"]
     base = figures["baselines"]
+    # the no-match precision of every system (memkeeper's and the baselines')
+    for f in (*(base[n] for n in ("bm25", "dense", "rrf")), figures["hybrid_fresh"]):
+        assert 0 <= f["no_answer_silent"] <= 1
+    assert base["bm25_written"]["recall@3"] >= base["bm25"]["recall@3"]
 
     def r3(name: str) -> float:
         return float(figures[name]["recall@3"])
