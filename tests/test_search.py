@@ -437,7 +437,7 @@ def test_query_embeddings_share_one_pooled_client(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Uncached queries reuse the process's embedder for that endpoint (no client built per
-    query), and a changed setting gets its own."""
+    query), whatever their timeout (each call's own)."""
     monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
     with FakeEmbeddings() as fake, MemoryStore(db_path, config=embed_config(fake.url)) as store:
         store.remember("alice", "report_format", "PDF")
@@ -448,7 +448,29 @@ def test_query_embeddings_share_one_pooled_client(
         assert len(semantic._embedders) == 1
         store.config = embed_config(fake.url, search={"query_timeout_s": 2.0})
         assert store.search("alice", "another query").semantic
-        assert len(semantic._embedders) == 2
+        assert len(semantic._embedders) == 1
+
+
+def test_the_index_job_and_search_share_one_embedder(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index job embeds through the process's pooled embedder, the one search then uses
+    for its query — each call with its own timeout: a fake slower than the query's timeout
+    but well within [llm]'s still serves the job, while the query falls back to keywords."""
+    from memkeeper.maintenance.runner import run_once
+
+    monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
+    with FakeEmbeddings(delay=0.4) as fake:
+        config = embed_config(fake.url, search={"query_timeout_s": 0.2})
+        with MemoryStore(db_path, config=config) as store:
+            memory = store.remember("alice", "report_format", "PDF")
+            (result,) = run_once(store, ["index"]).results
+            assert result.status == "ok" and result.stats["entries_indexed"] == 1
+            assert len(semantic._embedders) == 1  # made by the job, kept for search
+            (embedder,) = semantic._embedders.values()
+            hits = store.search("alice", "PDF")
+            assert not hits.semantic and hits[0].memory.id == memory.id  # 0.4 s > 0.2 s
+            assert list(semantic._embedders.values()) == [embedder]
 
 
 def test_the_readmes_local_embeddings_example(
