@@ -37,7 +37,7 @@ class SearchSection(Section):
         le=100,
         description="Weight of the keyword list (BM25 over the user's own entries) in the "
         "reciprocal-rank fusion: weight_keyword x coverage / (rrf_k + rank), coverage the "
-        "share of the query's idf the match carries.",
+        "share of the query's idf the list's best match carries.",
     )
     rrf_k: float = Field(
         60,

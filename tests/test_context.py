@@ -209,3 +209,18 @@ def test_a_projects_context_includes_the_profile_ranked_with_its_own(
     )
     # The profile's own context is unchanged.
     assert {m.value for m in store.context("bob").memories} == {"Paris", "Bob", "Word"}
+
+
+def test_the_relevant_section_keeps_the_confidence_threshold(db_path, frozen) -> None:
+    """Entries below ``[context] min_confidence`` are kept out of the slots and out of the
+    "Relevant to this message" section alike; the search's limit is of the others."""
+    config = Config(context=ContextSection(limit=1, min_confidence=0.8))
+    with MemoryStore(db_path, config=config) as store:
+        store.remember("alice", "slot", "the only slot", confidence=0.99)
+        sure = store.remember("alice", "zoo", "quokka sighting at the zoo", confidence=0.85)
+        doubtful = store.remember("alice", "photo", "quokka photo", confidence=0.6)
+        ctx = store.context("alice", query="quokka")
+        assert [h.memory.id for h in ctx.relevant] == [sure.id]
+        assert "quokka photo" not in ctx.text and "quokka sighting" in ctx.text
+        # search itself still finds both
+        assert {h.memory.id for h in store.search("alice", "quokka")} == {sure.id, doubtful.id}

@@ -19,7 +19,7 @@ from memkeeper.paths import cold_path_for
 from memkeeper.storage import keywords
 from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
 from memkeeper.storage.scrub import scrub
-from memkeeper.store.bm25 import Scored, keyword_scores
+from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 
 CURRENT = ("active", "pending_review")
 
@@ -438,3 +438,14 @@ def test_one_scorer_whatever_the_users_size(store: MemoryStore) -> None:
             hot, **args, states=CURRENT, patterns=patterns, user_rows=10**6
         )
         assert sorted(small) == sorted(large) and small
+
+
+def test_cjk_is_scored_by_characters_and_its_pairs_order_equal_scores() -> None:
+    """A CJK run scores by its characters, as textbook BM25 does; its two-character pairs
+    do not add to the score (they weighed a shared name three times), they order entries
+    whose scores are equal: ``封面`` as a word before ``封`` and ``面`` apart."""
+    rows = [("apart", None, "面对封锁"), ("word", None, "封面设计"), ("other", None, "会议纪要")]
+    hits = score_all(rows, "封面")
+    assert [h.id for h in hits] == ["word", "apart"]
+    assert hits[0].score == pytest.approx(hits[1].score)
+    assert hits[0].adjacency > 0 == hits[1].adjacency

@@ -23,6 +23,7 @@ from memkeeper.config import Config
 from memkeeper.records import Memory
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 from memkeeper.store import semantic
+from memkeeper.store.bm25 import score_all
 
 EVAL = load_eval_set()
 KEY_ENV = "ZHIPUAI_API_KEY"
@@ -281,11 +282,11 @@ def test_embedding_failures_degrade_to_keyword_only(
 
 def test_context_with_query_has_a_section_each(store: MemoryStore) -> None:
     store.remember("alice", "report_format", "PDF", confidence=0.95)
-    store.add_note("alice", "封面加公司logo", confidence=0.6)
+    store.add_note("alice", "封面加公司logo", confidence=0.8)  # third: not in two slots
     store.remember("alice", "deadline", "Wednesday", namespace="acme", confidence=0.95)
     store.record_episode("alice", "draft proposal", namespace="acme", output_summary="outline")
     store.record_episode("alice", "send report", namespace="acme")
-    ctx = store.context("alice", namespace="acme", query="公司logo")
+    ctx = store.context("alice", namespace="acme", limit=2, query="公司logo")
     # The profile applies to every project: its report_format is in the slots too.
     assert sorted(m.key for m in ctx.memories) == ["deadline", "report_format"]
     assert [h.memory.value for h in ctx.relevant] == ["封面加公司logo"]
@@ -331,6 +332,10 @@ def test_recall_evaluation_smoke(
     assert set(figures["by_kind"]) == {"paraphrase", "keyword", "old", "none"}
     assert "skipped" in figures["endpoint"]
     base = figures["baselines"]
+    # the no-match precision of every system (memkeeper's and the baselines')
+    for f in (*(base[n] for n in ("bm25", "dense", "rrf")), figures["hybrid_fresh"]):
+        assert 0 <= f["no_answer_silent"] <= 1
+    assert base["bm25_written"]["recall@3"] >= base["bm25"]["recall@3"]
 
     def r3(name: str) -> float:
         return float(figures[name]["recall@3"])
@@ -432,7 +437,7 @@ def test_query_embeddings_share_one_pooled_client(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Uncached queries reuse the process's embedder for that endpoint (no client built per
-    query), and a changed setting gets its own."""
+    query), whatever their timeout (each call's own)."""
     monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
     with FakeEmbeddings() as fake, MemoryStore(db_path, config=embed_config(fake.url)) as store:
         store.remember("alice", "report_format", "PDF")
@@ -443,7 +448,29 @@ def test_query_embeddings_share_one_pooled_client(
         assert len(semantic._embedders) == 1
         store.config = embed_config(fake.url, search={"query_timeout_s": 2.0})
         assert store.search("alice", "another query").semantic
-        assert len(semantic._embedders) == 2
+        assert len(semantic._embedders) == 1
+
+
+def test_the_index_job_and_search_share_one_embedder(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index job embeds through the process's pooled embedder, the one search then uses
+    for its query — each call with its own timeout: a fake slower than the query's timeout
+    but well within [llm]'s still serves the job, while the query falls back to keywords."""
+    from memkeeper.maintenance.runner import run_once
+
+    monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
+    with FakeEmbeddings(delay=0.4) as fake:
+        config = embed_config(fake.url, search={"query_timeout_s": 0.2})
+        with MemoryStore(db_path, config=config) as store:
+            memory = store.remember("alice", "report_format", "PDF")
+            (result,) = run_once(store, ["index"]).results
+            assert result.status == "ok" and result.stats["entries_indexed"] == 1
+            assert len(semantic._embedders) == 1  # made by the job, kept for search
+            (embedder,) = semantic._embedders.values()
+            hits = store.search("alice", "PDF")
+            assert not hits.semantic and hits[0].memory.id == memory.id  # 0.4 s > 0.2 s
+            assert list(semantic._embedders.values()) == [embedder]
 
 
 def test_the_readmes_local_embeddings_example(
@@ -505,3 +532,22 @@ def test_user_vectors_from_entries_already_read_match_its_own_read(store: Memory
         given_ids, given = user_vectors(store.storage.hot, entries=entries, **args)  # type: ignore[arg-type]
     assert own_ids == given_ids and len(own_ids) == 5
     assert own.tolist() == given.tolist()
+
+
+def test_keyword_only_search_keeps_the_bm25_order(store: MemoryStore) -> None:
+    """Without a vector list the keyword list's order is BM25's: its coverage weighs the
+    whole list (by its best match), so a short entry with the rarest word stays ahead of a
+    longer one holding more of the query's words."""
+    for n in range(30):
+        store.add_note("alice", f"lunch with the team, week {n}")
+    short = store.add_note("alice", "quokka")
+    longer = store.add_note(
+        "alice", "lunch with the team at the zoo near the lake, quokka sighting, long day out"
+    )
+    scored = score_all(
+        [(m.id, m.key, m.value) for m in store.list_memories("alice")], "quokka lunch team"
+    )
+    assert [s.id for s in scored[:2]] == [short.id, longer.id]
+    assert scored[0].coverage < scored[1].coverage  # the per-entry coverage disagrees
+    hits = store.search("alice", "quokka lunch team", limit=2)
+    assert [h.memory.id for h in hits] == [short.id, longer.id]

@@ -99,19 +99,35 @@ class Embedder(SdkSession):
         """One vector per text (float32, unit length); raises an LlmError otherwise."""
         return self.embed_counted(texts).vectors
 
-    def embed_counted(self, texts: Sequence[str]) -> Embedded:
+    def embed_counted(
+        self,
+        texts: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        max_retries: int | None = None,
+    ) -> Embedded:
         """:meth:`embed`, with the attempts and tokens the call took.
 
-        Retries transient failures with the summarizer's backoff. Like the chat client, our
-        exceptions are raised outside the SDK's ``except`` blocks, so they carry no
-        ``__context__`` quoting the server (which may echo the key).
+        ``timeout_s`` and ``max_retries`` are this call's (the embedder's own unless given),
+        so one pooled embedder serves a search (one short try) and the index job (the
+        summarizer's timeout and retries) alike. Retries transient failures with the
+        summarizer's backoff. Like the chat client, our exceptions are raised outside the
+        SDK's ``except`` blocks, so they carry no ``__context__`` quoting the server (which
+        may echo the key).
         """
         batch = [str(text) for text in texts]
         if not batch:
             return Embedded([], 0, 0)
-        return self._with_retries(lambda attempts: self._attempt(batch, attempts))
+        config = self.config
+        if timeout_s is not None and timeout_s != config.timeout_seconds:
+            config = config.model_copy(update={"timeout_seconds": timeout_s})
+        return self._with_retries(
+            lambda attempts: self._attempt(batch, attempts, config), max_retries
+        )
 
-    def _attempt(self, batch: list[str], attempts: int) -> Embedded | LlmError | Retry:
+    def _attempt(
+        self, batch: list[str], attempts: int, config: LlmSection
+    ) -> Embedded | LlmError | Retry:
         try:
             # The answer as plain JSON: the SDK's typed parsing builds a model object per
             # float (about 200 ms of CPU for 32 vectors of 512 dimensions, under the GIL),
@@ -121,9 +137,10 @@ class Embedder(SdkSession):
                 input=batch,
                 dimensions=self.dimensions,
                 disable_strict_validation=True,
+                timeout=config.timeout_seconds,
             )
         except Exception as exc:
-            outcome = classify(exc, config=self.config, endpoint=self.endpoint, attempts=attempts)
+            outcome = classify(exc, config=config, endpoint=self.endpoint, attempts=attempts)
             if outcome is None:
                 raise  # not the SDK's: a bug, with its own traceback
             return outcome

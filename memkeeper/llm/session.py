@@ -79,15 +79,16 @@ class SdkSession:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _with_retries(self, attempt: Callable[[int], Any]) -> Any:
+    def _with_retries(self, attempt: Callable[[int], Any], retries: int | None = None) -> Any:
         """Call ``attempt(attempts_so_far)`` until it returns a result or an LlmError.
 
         ``attempt`` returns the result, an :class:`LlmError` (raised at once), or a
         ``(problem, retry-after hint)`` pair: waited on with backoff and tried again, up to
-        ``config.max_retries`` times. Our exceptions are raised outside the SDK's ``except``
-        blocks, so they carry no ``__context__`` quoting the server (which may echo the key).
+        ``retries`` times (``config.max_retries`` unless given: one call's own). Our
+        exceptions are raised outside the SDK's ``except`` blocks, so they carry no
+        ``__context__`` quoting the server (which may echo the key).
         """
-        retries = self.config.max_retries
+        retries = self.config.max_retries if retries is None else retries
         problem = "no attempt made"
         for number in range(retries + 1):
             outcome = attempt(number + 1)

@@ -25,7 +25,6 @@ every batch would fail quietly and search stay keyword-only for good.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +35,7 @@ from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmAuthError, LlmError, LlmNotConfigured
 from memkeeper.maintenance.jobkit import JobContext, JobSkipped
 from memkeeper.storage.vectors import stale_entries, store_vectors, text_hash
-from memkeeper.store.semantic import embeddings_llm
+from memkeeper.store.semantic import embeddings_llm, shared_embedder
 
 MAX_TEXT_CHARS = 4000
 """Longest text sent for one entry, in characters (embedding models take a few thousand
@@ -66,20 +65,6 @@ def search_settings(config: Config) -> SearchSettings:
         batch=getattr(section, "index_batch", base.batch),
         max_calls=getattr(section, "index_max_calls_per_run", base.max_calls),
         concurrency=getattr(section, "index_concurrency", base.concurrency),
-    )
-
-
-EmbedderFactory = Callable[[LlmSection, str, SearchSettings], Embedder]
-
-
-def _default_embedder(llm: LlmSection, key: str, settings: SearchSettings) -> Embedder:
-    return Embedder(
-        llm,
-        api_key=key,
-        model=settings.model,
-        dimensions=settings.dimensions,
-        timeout_s=llm.timeout_seconds,
-        max_connections=settings.concurrency,
     )
 
 
@@ -113,8 +98,10 @@ def _new_stats(settings: SearchSettings) -> dict[str, Any]:
     return stats
 
 
-def index_stale(ctx: JobContext, make_embedder: EmbedderFactory = _default_embedder) -> None:
-    """Embed the stale entries of ``ctx.store`` (the index job's run)."""
+def index_stale(ctx: JobContext) -> None:
+    """Embed the stale entries of ``ctx.store`` (the index job's run), through the
+    process's embedder that search uses too (:func:`memkeeper.store.semantic.shared_embedder`),
+    with ``[llm]``'s timeout and retries for each call."""
     config = ctx.store.config
     llm = embeddings_llm(config)
     key = _require_key(llm)
@@ -133,8 +120,7 @@ def index_stale(ctx: JobContext, make_embedder: EmbedderFactory = _default_embed
     ctx.set_total(len(stale))
     if ctx.dry_run or not batches:
         return
-    with make_embedder(llm, key, settings) as embedder:
-        _run_batches(ctx, embedder, batches, settings)
+    _run_batches(ctx, shared_embedder(config, key), llm, batches, settings)
     mismatch = ctx.stats.pop("_mismatch", None)
     if mismatch is not None:
         raise mismatch  # a setting to fix, not a passing failure: the run fails, status shows it
@@ -144,7 +130,11 @@ Batch = list[tuple[str, str]]
 
 
 def _run_batches(
-    ctx: JobContext, embedder: Embedder, batches: list[Batch], settings: SearchSettings
+    ctx: JobContext,
+    embedder: Embedder,
+    llm: LlmSection,
+    batches: list[Batch],
+    settings: SearchSettings,
 ) -> None:
     pending = list(reversed(batches))
     stop = False
@@ -157,7 +147,13 @@ def _run_batches(
                     break
                 batch = pending.pop()
                 texts = [text[:MAX_TEXT_CHARS] for _, text in batch]
-                running[pool.submit(embedder.embed_counted, texts)] = batch
+                call = pool.submit(
+                    embedder.embed_counted,
+                    texts,
+                    timeout_s=llm.timeout_seconds,
+                    max_retries=llm.max_retries,
+                )
+                running[call] = batch
             if stop:
                 ctx.stats["batches_deferred"] += len(pending)
                 pending.clear()

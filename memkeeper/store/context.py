@@ -10,7 +10,9 @@ Following seed 003 §3.3, three sections:
   as used, so prefilled entries still expire when nobody actually needs them;
 * with a ``query``: the top ``[search] limit`` entries relevant to it
   (:mod:`memkeeper.store.search`, which also looks in the user's profile, the default
-  namespace) that are not already in the slots — these were found, so they are marked used;
+  namespace) that are not already in the slots and are at or above ``[context]
+  min_confidence`` too (the prompt holds no entry the slots' threshold keeps out) — these
+  were found, so they are marked used;
 * the namespace's ``[search] context_episodes`` most recent episodes, in time order.
 
 With retrieval switched off (``[search] enabled``, ``MEMKEEPER_RETRIEVAL=off``) the context is
@@ -49,6 +51,7 @@ def context(
             limit=None,
             include_cold=False,
             exclude={m.id for m in chosen},
+            min_confidence=core.config.context.min_confidence,
         )
     count = core.config.search.context_episodes
     episodes = (

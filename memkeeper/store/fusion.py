@@ -7,9 +7,12 @@ vector list (cosine, best first, at or above ``[search] min_similarity``). An en
     relevance = weight_keyword · coverage / (rrf_k + keyword rank)
               + weight_similarity / (rrf_k + vector rank)
 
-(a list the entry is not in adds nothing; equal scores share a rank; ``coverage`` is the
-share of the query's idf the keyword match carries, :class:`memkeeper.store.bm25.Scored`,
-so a match on one name of a long question counts for less than one on every word).
+(a list the entry is not in adds nothing; equal scores share a rank — in the keyword
+list, equal scores whose CJK pairs' BM25 is equal too; ``coverage`` is the
+share of the query's idf the keyword list's *best* match carries,
+:class:`memkeeper.store.bm25.Scored`: the list's confidence, the same for all its entries,
+so it never reorders the keyword list — a list whose best match is one name of a long
+question counts for less beside the vector list than one matching every word).
 Confidence and recent use then adjust the order among relevant entries as a bounded
 multiplier::
 
@@ -35,15 +38,18 @@ from dataclasses import dataclass
 from memkeeper.config_search import SearchSection
 
 
-def ranks(scored: Sequence[tuple[str, float]]) -> dict[str, int]:
-    """1-based ranks of a best-first list; equal scores share the better rank."""
+def ranks(scored: Sequence[tuple[str, float] | tuple[str, float, float]]) -> dict[str, int]:
+    """1-based ranks of a best-first list of ``(id, score)`` or ``(id, score, tie-break)``;
+    entries equal in every part share the better rank."""
     out: dict[str, int] = {}
-    previous: float | None = None
+    previous: tuple[float, ...] | None = None
     rank = 0
-    for position, (memory_id, score) in enumerate(scored, start=1):
-        if previous is None or abs(score - previous) > 1e-12 * max(1.0, abs(previous)):
+    for position, (memory_id, *keys) in enumerate(scored, start=1):
+        if previous is None or any(
+            abs(k - p) > 1e-12 * max(1.0, abs(p)) for k, p in zip(keys, previous, strict=True)
+        ):
             rank = position
-            previous = score
+            previous = tuple(keys)
         out.setdefault(memory_id, rank)
     return out
 

@@ -58,9 +58,11 @@ def search(
     limit: int | None,
     include_cold: bool,
     exclude: Collection[str] = (),
+    min_confidence: float = 0.0,
 ) -> SearchResults:
-    """The ``limit`` best entries for ``query`` (ids in ``exclude`` left out), marked used,
-    with the query embedding's cost apart from the search's own."""
+    """The ``limit`` best entries for ``query`` (ids in ``exclude`` and entries below
+    ``min_confidence`` left out before ranking, so the limit is of the others), marked
+    used, with the query embedding's cost apart from the search's own."""
     if not semantic.retrieval_enabled(core.config):
         return SearchResults()
     user_id, namespace = core.owner(user_id, namespace)
@@ -85,6 +87,8 @@ def search(
     keyword, facts = _keyword_and_facts(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
     )
+    if min_confidence > 0:
+        facts = {i: row for i, row in facts.items() if row["confidence"] >= min_confidence}
     ranked = _rank(core, keyword, similar, facts, exclude, limit)
     chosen = SearchResults(_mark(core, _load(core, ranked, facts)))
     chosen.embed_ms = embed_ms
@@ -114,9 +118,10 @@ def _rank(
     of the whole ranking, whatever the limit.
     """
     settings = core.config.search
-    keyword_ranks = fusion.ranks([(k.id, k.score) for k in keyword])
+    keyword_ranks = fusion.ranks([(k.id, k.score, k.adjacency) for k in keyword])
     vector_ranks = fusion.ranks(similar)
     keyword_of, similarity_of = {k.id: k for k in keyword}, dict(similar)
+    list_coverage = max((k.coverage for k in keyword), default=0.0)
     relevant = []
     for memory_id in facts:
         if memory_id in exclude:
@@ -126,7 +131,7 @@ def _rank(
             settings,
             keyword_ranks.get(memory_id),
             vector_ranks.get(memory_id),
-            found.coverage if found is not None else 1.0,
+            list_coverage,
         )
         if base > 0:  # else in no list (a weight of 0): nothing about it matches
             relevant.append((base, memory_id))
@@ -260,7 +265,7 @@ def _keyword_and_facts(
             rows += _not_shadowed(storage.hot, cold_rows, user_id)
             keyword = sorted(
                 [*keyword, *(k for k in cold_scores if k.id not in seen)],
-                key=lambda item: (-item.score, item.id),
+                key=lambda item: (-item.score, -item.adjacency, item.id),
             )
     return keyword, {row["id"]: row for row in rows}
 

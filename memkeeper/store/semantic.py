@@ -2,11 +2,12 @@
 
 The query is embedded with one call of at most ``[search] query_timeout_s`` through one
 :class:`memkeeper.llm.embeddings.Embedder` per endpoint, key and settings, kept for the
-process (a pooled client: connections stay open between searches; the summarizer's key,
-base URL and error handling), and kept in a small per-process LRU cache keyed by endpoint,
-model, dimensions and text. Without a key, or when the call fails in any way (timeout,
-HTTP error, a vector of the wrong size, NaN), the search is keyword-only: one warning per
-process and cause, never an exception to the agent.
+process and shared with the ``index`` job (:func:`shared_embedder`: a pooled client,
+connections stay open between searches and runs; the summarizer's key, base URL and error
+handling; timeouts and retries are each call's), and kept in a small per-process LRU cache
+keyed by endpoint, model, dimensions and text. Without a key, or when the call fails in any
+way (timeout, HTTP error, a vector of the wrong size, NaN), the search is keyword-only: one
+warning per process and cause, never an exception to the agent.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ _cache: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()
 _embedders: dict[tuple[object, ...], Embedder] = {}
 
 EMBEDDER_CONNECTIONS = 4
-"""Kept-alive connections of the query embedder (searches of several threads at once)."""
+"""Kept-alive connections for queries (searches of several threads at once), beside the
+index job's."""
 
 EMBEDDERS_KEPT = 4
-"""Query embedders kept per process (one per endpoint, key and settings in use)."""
+"""Embedders kept per process (one per endpoint, key and settings in use)."""
 _warned: set[str] = set()
 
 
@@ -143,21 +145,26 @@ def query_vector(config: Config, query: str) -> np.ndarray | None:
     return vector
 
 
-def _embedder(config: Config, key: str) -> Embedder:
-    """The process's query embedder for this endpoint, key, model and settings: one pooled
-    client (kept-alive connections), made on first use — building the HTTP and SDK clients
-    cost 19-54 ms a query when each query made its own."""
+def shared_embedder(config: Config, key: str) -> Embedder:
+    """The process's embedder for this endpoint, key, model and settings, shared by search
+    and the ``index`` job: one pooled client (kept-alive connections), made on first use —
+    building the HTTP and SDK clients cost 19-54 ms a query when each query made its own.
+    Timeouts and retries are each call's (a query: ``[search] query_timeout_s``, no retry;
+    the job: ``[llm]``'s); the pool has room for :data:`EMBEDDER_CONNECTIONS` searches
+    beside the job's ``[search] index_concurrency`` calls. Never close it: :func:`reset`
+    does."""
     from memkeeper.llm.embeddings import Embedder
     from memkeeper.llm.endpoint import describe_endpoint
 
     settings = config.search
     llm = embeddings_llm(config)
+    connections = EMBEDDER_CONNECTIONS + settings.index_concurrency
     ident = (
         describe_endpoint(llm.base_url or None),
         hashlib.sha256(key.encode()).hexdigest(),
         settings.embedding_model,
         settings.embedding_dimensions,
-        settings.query_timeout_s,
+        connections,
         llm.model_dump_json(),
     )
     with _lock:
@@ -169,9 +176,8 @@ def _embedder(config: Config, key: str) -> Embedder:
         api_key=key,
         model=settings.embedding_model,
         dimensions=settings.embedding_dimensions,
-        timeout_s=settings.query_timeout_s,
-        max_connections=EMBEDDER_CONNECTIONS,
-        max_retries=0,  # one call: the agent is waiting
+        timeout_s=llm.timeout_seconds,
+        max_connections=connections,
     )
     with _lock:
         kept = _embedders.setdefault(ident, made)
@@ -188,7 +194,15 @@ def _embed(config: Config, key: str, query: str) -> np.ndarray:
     import numpy as np
 
     settings = config.search
-    vectors = _embedder(config, key).embed([query])
+    vectors = (
+        shared_embedder(config, key)
+        .embed_counted(
+            [query],
+            timeout_s=settings.query_timeout_s,
+            max_retries=0,  # the agent is waiting
+        )
+        .vectors
+    )
     if len(vectors) != 1:
         raise ValueError(f"{len(vectors)} vectors for one query")
     vector = np.asarray(vectors[0], dtype=np.float32).reshape(-1)
