@@ -352,9 +352,20 @@ def test_several_clients_remember_and_search_while_a_maintenance_pass_runs(
     outcome: dict[str, Any] = {}
     go = threading.Event()
 
+    # The clients' own facts stay under the prune cap (hundreds each, not 50): a fact pruned
+    # between a client's remember and its search would be a race of the test, not a bug.
+    config = Config()
+    config = config.model_copy(
+        update={
+            "jobs": config.jobs.model_copy(
+                update={"prune": config.jobs.prune.model_copy(update={"max_facts": 10_000})}
+            )
+        }
+    )
+
     def maintenance_pass() -> None:
         go.wait(60)
-        with MemoryStore(served.store.path) as runner:
+        with MemoryStore(served.store.path, config=config) as runner:
             outcome["start"] = time.monotonic()
             outcome["report"] = run_once(runner, ["settle", "expire", "demote", "prune"])
             outcome["end"] = time.monotonic()
