@@ -32,7 +32,7 @@ from typing import Any
 from memkeeper.clock import ensure_utc
 from memkeeper.errors import LockBusy, StorageUnwritable
 from memkeeper.maintenance.locks import daemon_lock, jobs_lock
-from memkeeper.storage.backup import fsync_path, new_private_file
+from memkeeper.storage.backup import fsync_path, new_private_file, remove_with_sidecars
 from memkeeper.storage.backup_check import (
     FILES,
     check_file,
@@ -43,10 +43,10 @@ from memkeeper.storage.backup_check import (
 )
 from memkeeper.storage.backup_prune import apply_tombstones
 from memkeeper.storage.files import Storage
+from memkeeper.storage.sqlite_errors import is_locked_error
 from memkeeper.storage.tombstones import Tombstone, since
 
 RESTORING = ".restoring"
-_SIDE_FILES = ("-wal", "-shm")
 
 
 def _take(lock: Any, what: str) -> None:
@@ -57,11 +57,6 @@ def _take(lock: Any, what: str) -> None:
             f"cannot restore while {what} runs ({exc}); stop it first "
             "(e.g. systemctl --user stop memkeeper) and run restore-backup again"
         ) from None
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
 
 
 def _sole_user(path: Path, busy_timeout_ms: int) -> sqlite3.Connection | None:
@@ -86,7 +81,7 @@ def _sole_user(path: Path, busy_timeout_ms: int) -> sqlite3.Connection | None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     except sqlite3.OperationalError as exc:
         conn.close()
-        if _is_busy(exc):
+        if is_locked_error(exc):
             raise LockBusy(
                 f"{path} is open in another process (it holds a lock on the file); stop the "
                 "agents and services using this database, then run restore-backup again"
@@ -117,11 +112,6 @@ def _live_tombstones(hot_path: Path) -> list[Tombstone]:
         return since(conn, None) if has else []
     finally:
         conn.close()
-
-
-def _remove(path: Path) -> None:
-    for suffix in ("", *_SIDE_FILES, "-journal"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _set_aside(path: Path, stamp: str) -> Path | None:
@@ -183,7 +173,7 @@ def restore(
             for conn in held:
                 _let_go(conn)
             for path in temp.values():
-                _remove(path)
+                remove_with_sidecars(path)
             jobs.release()
     finally:
         daemon.release()

@@ -195,10 +195,15 @@ def _one_line(exc: BaseException) -> str:
     return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
 
 
+def remove_with_sidecars(path: Path) -> None:
+    """Delete a database file and its journal, WAL and shared-memory files, where present."""
+    for suffix in ("", *_SIDECARS):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
 def _discard(partial: dict[str, Path]) -> None:
     for path in partial.values():
-        for suffix in ("", *_SIDECARS):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        remove_with_sidecars(path)
 
 
 def _live_corrupt(storage: Storage) -> DatabaseError | None:

@@ -34,6 +34,7 @@ from memkeeper.storage.backup import (
     clear_leftovers,
     file_entry,
     new_private_file,
+    remove_with_sidecars,
     to_rollback_journal,
     write_manifest,
 )
@@ -160,8 +161,7 @@ def prune(live: Storage, directory: Path, *, now: datetime, version: str) -> dic
             partial[role].replace(directory / name)
     finally:
         for path in partial.values():
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            remove_with_sidecars(path)
     manifest = {
         **manifest,
         "files": files,

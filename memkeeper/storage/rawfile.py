@@ -23,7 +23,7 @@ this process on the file remains to be lost. Alternatives weighed:
 Reads use ``os.pread``, never ``mmap``: Python's ``mmap`` duplicates the descriptor and
 closes the duplicate, which cancels the locks just the same. The descriptor also records
 which file was opened (device and inode), so a writer can tell when the path now names
-another file (:func:`same_file`).
+another file (:meth:`memkeeper.storage.files.Storage.check_cold_file`).
 """
 
 from __future__ import annotations
@@ -103,11 +103,6 @@ def detach(raw: RawFile | None) -> None:
             os.close(fd)
         raw.fd = -1
         raw.strays.clear()
-
-
-def same_file(raw: RawFile | None, path: Path) -> bool:
-    """True when ``path`` still names the file ``raw`` was opened on."""
-    return raw is not None and identity_of(path) == raw.identity
 
 
 def holds_any(raw: RawFile, needles: Collection[bytes]) -> bool:

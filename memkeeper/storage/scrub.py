@@ -33,6 +33,7 @@ from sqlite_utils import Database
 
 from memkeeper.errors import DatabaseError, LockBusy, MemkeeperError, StorageFull
 from memkeeper.storage.rawfile import RawFile, holds_any
+from memkeeper.storage.sqlite_errors import is_locked_error
 
 MAX_SCANNED_NEEDLES = 32
 """Above this many byte strings to look for, rebuilding is cheaper than scanning once per text."""
@@ -48,11 +49,6 @@ def needles_of(texts: Iterable[str | None]) -> set[bytes]:
         escaped = json.dumps(text, ensure_ascii=False)[1:-1]
         found.add(escaped.encode("utf-8", "surrogatepass"))
     return found
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
 
 
 def _unusable(path: Path, doing: str, exc: sqlite3.Error) -> MemkeeperError:
@@ -81,7 +77,7 @@ def checkpoint_fully(db: Database, path: Path, *, timeout_s: float) -> None:
         try:
             busy, _log, _done = db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
+            if not is_locked_error(exc):
                 raise _unusable(path, "checkpointed", exc) from None
             busy = 1
         except sqlite3.DatabaseError as exc:
@@ -117,7 +113,7 @@ def rebuild(db: Database, path: Path, *, timeout_s: float) -> None:
     except sqlite3.DatabaseError as exc:
         if isinstance(exc, MemkeeperError):
             raise  # already explained (a read-only file, say)
-        if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+        if isinstance(exc, sqlite3.OperationalError) and is_locked_error(exc):
             raise LockBusy(
                 f"cannot rebuild {path} to remove erased bytes: it stayed locked; "
                 "run the same forget again to finish (repeating it is safe)"

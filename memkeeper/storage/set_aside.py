@@ -10,7 +10,8 @@ held erases nothing live and records no tombstone, so pruning by tombstones woul
 Chosen over only naming the files in the forget's report: a user's "forget this" is a hard
 delete everywhere memkeeper keeps data, and a file memkeeper itself set aside is such a place.
 A pair that cannot be opened (damaged, or made by a newer memkeeper) is named in a warning
-and in the result, never a reason for the forget to fail: the live erasure is committed.
+(and in the result, for callers that want it), never a reason for the forget to fail: the
+live erasure is committed.
 """
 
 from __future__ import annotations
