@@ -9,7 +9,7 @@ import click
 
 from memkeeper import logs
 from memkeeper.cli import App, pass_app
-from memkeeper.errors import ConfigError
+from memkeeper.errors import ConfigError, InvalidInput
 
 
 def default_user() -> str:
@@ -34,11 +34,13 @@ def _print_tools(fmt: str) -> None:
 
 def _listen_address(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """``--http [HOST:]PORT``: a malformed address is a usage error (exit 2)."""
-    port = (value or "").rpartition(":")[2]
-    if value is not None and not (port.isdigit() and 0 <= int(port) <= 65535):
-        raise click.BadParameter(
-            f"{value!r} is not [HOST:]PORT with a port from 0 to 65535", param=param
-        )
+    if value is not None:
+        from memkeeper.mcp.http import parse_listen
+
+        try:
+            parse_listen(value)
+        except InvalidInput as exc:
+            raise click.BadParameter(str(exc), param=param) from None
     return value
 
 

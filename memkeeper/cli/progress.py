@@ -19,7 +19,6 @@ class TerminalProgress:
 
     def __init__(self) -> None:
         self._last = 0.0
-        self._shown = False
 
     def __call__(self, what: str, done: int, total: int | None) -> None:
         if total is None or total < PROGRESS_THRESHOLD:
@@ -28,7 +27,6 @@ class TerminalProgress:
         if done < total and now - self._last < 0.2:
             return
         self._last = now
-        self._shown = True
         sys.stderr.write(f"\r{what}: {done}/{total} ({100 * done // max(total, 1)}%)   ")
         if done >= total:
             sys.stderr.write("\n")

@@ -51,7 +51,13 @@ class HttpPlan:
 
 
 async def _answer(send: Send, status: int, message: str, headers: list[Any] | None = None) -> None:
-    body = json.dumps({"error": message}).encode()
+    await _send_json(send, status, {"error": message}, headers)
+
+
+async def _send_json(
+    send: Send, status: int, payload: object, headers: list[Any] | None = None
+) -> None:
+    body = json.dumps(payload).encode()
     await send(
         {
             "type": "http.response.start",
@@ -95,20 +101,8 @@ def too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 async def _parse_error(send: Send, message: str) -> None:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}}
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 400,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    error = {"code": -32700, "message": message}
+    await _send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

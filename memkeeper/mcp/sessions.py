@@ -77,36 +77,35 @@ class SessionLimits:
         if session_id:
             held.sessions[session_id] = _Session(last_done=self._clock())
 
-    def owner(self, session_id: str) -> Principal | None:
-        """The principal that opened ``session_id``, or None for a session not seen here."""
+    def _locate(self, session_id: str) -> tuple[Principal, _Held, _Session] | None:
+        """Who holds ``session_id``, and its record; None for a session not seen here."""
         for principal, held in self._held.items():
-            if session_id in held.sessions:
-                return principal
+            session = held.sessions.get(session_id)
+            if session is not None:
+                return principal, held, session
         return None
 
-    def _find(self, session_id: str) -> _Session | None:
-        for held in self._held.values():
-            if session_id in held.sessions:
-                return held.sessions[session_id]
-        return None
+    def owner(self, session_id: str) -> Principal | None:
+        """The principal that opened ``session_id``, or None for a session not seen here."""
+        found = self._locate(session_id)
+        return found[0] if found else None
 
     def began(self, session_id: str) -> None:
         """A request of session ``session_id`` started."""
-        session = self._find(session_id)
-        if session is not None:
-            session.in_flight += 1
+        found = self._locate(session_id)
+        if found is not None:
+            found[2].in_flight += 1
 
     def ended(self, session_id: str, *, gone: bool) -> None:
         """That request ended; ``gone``: the session was deleted or is unknown to the SDK."""
-        for held in self._held.values():
-            session = held.sessions.get(session_id)
-            if session is None:
-                continue
-            session.in_flight = max(session.in_flight - 1, 0)
-            session.last_done = self._clock()
-            if gone:
-                del held.sessions[session_id]
+        found = self._locate(session_id)
+        if found is None:
             return
+        _principal, held, session = found
+        session.in_flight = max(session.in_flight - 1, 0)
+        session.last_done = self._clock()
+        if gone:
+            del held.sessions[session_id]
 
     def total(self) -> int:
         """Open sessions of every principal (for logs and tests)."""

@@ -48,7 +48,6 @@ class SearchSettings:
 
     model: str = "embedding-3"
     dimensions: int = 512
-    query_timeout_s: float = 3.0
     batch: int = 32
     max_calls: int = 200
     concurrency: int = 2
@@ -61,7 +60,6 @@ def search_settings(config: Config) -> SearchSettings:
     return SearchSettings(
         model=getattr(section, "embedding_model", base.model),
         dimensions=getattr(section, "embedding_dimensions", base.dimensions),
-        query_timeout_s=getattr(section, "query_timeout_s", base.query_timeout_s),
         batch=getattr(section, "index_batch", base.batch),
         max_calls=getattr(section, "index_max_calls_per_run", base.max_calls),
         concurrency=getattr(section, "index_concurrency", base.concurrency),

@@ -152,6 +152,21 @@ Row = tuple[str, str | None, str]
 """(id, key, value) of a candidate."""
 
 
+def _selection(
+    table: str,
+    user_id: str,
+    namespaces: Sequence[str],
+    kinds: Sequence[str] | None,
+    states: Sequence[str],
+) -> tuple[str, list[object]] | None:
+    """The WHERE clause and parameters of the user's rows these filters select, or None when
+    they select nothing (no namespace, no state, an empty list of kinds). Checks ``table``."""
+    fts_table(table)
+    if not namespaces or not states or kinds == []:
+        return None
+    return _filters(user_id, namespaces, kinds, states)
+
+
 def small_user_rows(
     db: Database,
     *,
@@ -165,10 +180,10 @@ def small_user_rows(
     """Every row of the user these filters select (``columns`` of each, through the owner
     index), or None when there are :data:`SCAN_BELOW_ROWS` or more: a small user's whole
     set, read once for both the statistics and the candidates."""
-    fts_table(table)
-    if not namespaces or not states or kinds == []:
+    selection = _selection(table, user_id, namespaces, kinds, states)
+    if selection is None:
         return []
-    where, params = _filters(user_id, namespaces, kinds, states)
+    where, params = selection
     rows = db.conn.execute(
         f"SELECT {', '.join(f'm.{c}' for c in columns)} FROM {table} AS m WHERE {where} LIMIT ?",
         [*params, SCAN_BELOW_ROWS],
@@ -188,10 +203,10 @@ def user_rows_stats(
     """How many of the user's rows these filters select, and their mean length in
     characters (key + value; over the first :data:`SHORT_SCAN_ROWS` of them) — the ``N``
     and ``avgdl`` of BM25, of this user's rows only."""
-    fts_table(table)
-    if not namespaces or not states or kinds == []:
+    selection = _selection(table, user_id, namespaces, kinds, states)
+    if selection is None:
         return 0, 0.0
-    where, params = _filters(user_id, namespaces, kinds, states)
+    where, params = selection
     count, mean = db.conn.execute(
         "SELECT count(*), avg(length(coalesce(key, '')) + length(value)) FROM"
         f" (SELECT m.key, m.value FROM {table} AS m WHERE {where} LIMIT ?)",
@@ -228,9 +243,10 @@ def candidate_rows(
     """
     fts = fts_table(table)
     patterns = list(dict.fromkeys(p for p in patterns if p))
-    if not patterns or not namespaces or not states or cap <= 0 or kinds == []:
+    selection = _selection(table, user_id, namespaces, kinds, states)
+    if not patterns or cap <= 0 or selection is None:
         return []
-    where, params = _filters(user_id, namespaces, kinds, states)
+    where, params = selection
     if user_rows < SCAN_BELOW_ROWS:
         return _like_rows(db, table, where, params, patterns, cap, SCAN_BELOW_ROWS)
     long = [p for p in patterns if len(p) >= MIN_TRIGRAM_CHARS]

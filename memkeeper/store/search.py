@@ -126,7 +126,6 @@ def _rank(
     for memory_id in facts:
         if memory_id in exclude:
             continue
-        found = keyword_of.get(memory_id)
         base = fusion.relevance(
             settings,
             keyword_ranks.get(memory_id),
