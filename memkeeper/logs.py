@@ -274,7 +274,6 @@ def _formatter(as_json: bool) -> logging.Formatter:
         foreign_pre_chain=[*_shared_processors(), _drop_formatter_leftovers, _memkeeper_fields],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            _memkeeper_fields,
             *final,
         ],
     )

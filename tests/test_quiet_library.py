@@ -98,3 +98,36 @@ def test_the_library_never_imports_structlog_to_log(tmp_path: Path, level: str) 
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_hosts_handler_reads_each_lines_fields_on_the_record(tmp_path: Path) -> None:
+    """The README's promise to hosts: every field is in the record's ``memkeeper_fields``
+    (and in the message), so a host's own formatter can use them."""
+    import logging
+
+    from memkeeper import MemoryStore, logs
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep(level=logging.DEBUG)
+    root = logging.getLogger("memkeeper")
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        with MemoryStore(tmp_path / "memory.db") as store:
+            store.remember("bob", "city", "Paris")
+            store.search("bob", "Paris")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+    [line] = [
+        r for r in records if r.name == "memkeeper.search" and str(r.msg).startswith("search")
+    ]
+    fields = getattr(line, logs.FIELDS_ATTR)
+    assert fields["hits"] == 1 and "candidates" in fields
+    assert "hits=1" in line.getMessage()
