@@ -112,12 +112,12 @@ def _note_exists(store: MemoryStore, user_id: str, namespace: str, entry: AgentE
     )
 
 
-def _present(store: MemoryStore, user_id: str, namespace: str, entry: AgentEntry) -> bool:
-    """Whether ``entry`` is stored already: the fact's current value, or the same note."""
+def _present(
+    store: MemoryStore, user_id: str, namespace: str, entry: AgentEntry, current: Any
+) -> bool:
+    """Whether ``entry`` is stored already: the fact's ``current`` value, or the same note."""
     if entry.kind == "note":
         return _note_exists(store, user_id, namespace, entry)
-    assert entry.key is not None
-    current = current_entry(store.storage, user_id, namespace, "fact", entry.key)
     return current is not None and current["value"] == entry.value
 
 
@@ -148,8 +148,12 @@ def import_agent_json(
             now = store.now()
             for line in batch:
                 entry = line
+                current = None  # the fact's current entry, looked up once
+                if entry.kind != "note":
+                    assert entry.key is not None
+                    current = current_entry(store.storage, user_id, namespace, "fact", entry.key)
                 # What is stored already (stated again after a forget, say) is just present.
-                if _present(store, user_id, namespace, entry):
+                if _present(store, user_id, namespace, entry, current):
                     report.unchanged += 1
                     continue
                 if _forgotten(store, user_id, namespace, entry.key, None, entry.created_at):
@@ -189,7 +193,6 @@ def import_agent_json(
                     report.created += 1
                     continue
                 assert entry.key is not None
-                current = current_entry(store.storage, user_id, namespace, "fact", entry.key)
                 transitions, _ = remember_plan(
                     store.storage,
                     user_id,
