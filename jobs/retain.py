@@ -27,6 +27,7 @@ from memkeeper.jobs._common import cutoff, days_since
 
 from memkeeper.config_retention import RetainJob
 from memkeeper.maintenance.jobkit import Job, JobContext
+from memkeeper.storage import job_runs
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.keywords import compact
 from memkeeper.storage.retention import scan_changes, thin_changes
@@ -101,11 +102,7 @@ def _purge_cold(ctx: JobContext, config: RetainJob) -> None:
 
 def _previous_watermark(ctx: JobContext) -> int:
     """Where the last runs left off: below it every row is thinned or exempt."""
-    row = ctx.store.storage.hot.execute(
-        "SELECT max(json_extract(counts, '$.stats.thinned_through')) FROM job_runs"
-        " WHERE job = 'retain'"
-    ).fetchone()
-    return int(row[0] or 0)
+    return job_runs.retain_thinned_through(ctx.store.storage.hot)
 
 
 def _thin_change_log(ctx: JobContext, config: RetainJob) -> None:

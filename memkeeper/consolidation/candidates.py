@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from memkeeper.clock import from_db
 from memkeeper.config_merge import MergeJob
 from memkeeper.retrieval.indexing import SearchSettings
+from memkeeper.storage import job_runs
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import Storage
 from memkeeper.storage.vectors import user_vectors
@@ -81,11 +82,7 @@ def current_watermark(storage: Storage, scope: str) -> Watermark:
 
 def previous_watermark(storage: Storage) -> Watermark | None:
     """The watermark of the last successful merge run, if there was one."""
-    row = storage.hot.execute(
-        "SELECT run_id, counts FROM job_runs WHERE job = ? AND status = 'ok'"
-        " ORDER BY started_at DESC LIMIT 1",
-        [JOB],
-    ).fetchone()
+    row = job_runs.last_ok_counts(storage.hot, JOB)
     if row is None or not row[1]:
         return None
     try:

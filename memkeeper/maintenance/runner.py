@@ -34,9 +34,9 @@ from memkeeper.maintenance.jobkit import (
     ProgressCallback,
 )
 from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.storage import job_runs
 from memkeeper.storage.files import DEFAULT_AUTOCHECKPOINT
 from memkeeper.storage.forgetting import finish_interrupted
-from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import reconcile_now
 from memkeeper.store import MemoryStore
 
@@ -155,12 +155,14 @@ def record_run_start(
     started: datetime,
     scheduled_for: datetime | None,
 ) -> None:
-    with store.storage.lock, immediate_transaction(store.storage.hot):
-        store.storage.hot.conn.execute(
-            "INSERT INTO job_runs (run_id, job, trigger, scheduled_for, started_at, status,"
-            " dry_run) VALUES (?, ?, ?, ?, ?, 'running', 0)",
-            [run_id, job, trigger, to_db(scheduled_for) if scheduled_for else None, to_db(started)],
-        )
+    job_runs.record_start(
+        store.storage,
+        run_id,
+        job,
+        trigger,
+        to_db(scheduled_for) if scheduled_for else None,
+        to_db(started),
+    )
 
 
 ABANDONED_ERROR = "abandoned: the process running it ended before recording a result"
@@ -172,12 +174,7 @@ def close_abandoned_runs(store: MemoryStore) -> int:
     The caller holds the job lock, so no job is running anywhere: every ``running`` row is a
     leftover of a process that died (SIGKILL, power loss) before recording its end.
     """
-    with store.storage.lock, immediate_transaction(store.storage.hot):
-        cursor = store.storage.hot.conn.execute(
-            "UPDATE job_runs SET status = 'interrupted', error = ? WHERE status = 'running'",
-            [ABANDONED_ERROR],
-        )
-        return cursor.rowcount
+    return job_runs.close_abandoned(store.storage, ABANDONED_ERROR)
 
 
 def record_run_end(store: MemoryStore, result: JobResult) -> None:
@@ -186,18 +183,14 @@ def record_run_end(store: MemoryStore, result: JobResult) -> None:
         "skipped_entries": result.skipped_entries,
         **({"stats": result.stats} if result.stats else {}),
     }
-    with store.storage.lock, immediate_transaction(store.storage.hot):
-        store.storage.hot.conn.execute(
-            "UPDATE job_runs SET finished_at = ?, status = ?, counts = ?, error = ?"
-            " WHERE run_id = ?",
-            [
-                to_db(result.finished_at),
-                result.status,
-                json.dumps(counts, sort_keys=True),
-                result.error,
-                result.run_id,
-            ],
-        )
+    job_runs.record_end(
+        store.storage,
+        result.run_id,
+        finished_at=to_db(result.finished_at),
+        status=result.status,
+        counts=json.dumps(counts, sort_keys=True),
+        error=result.error,
+    )
 
 
 def run_job(

@@ -37,6 +37,7 @@ from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.maintenance.runner import JobResult, new_run_id, record_run_end, record_run_start
 from memkeeper.records import Change
+from memkeeper.storage import job_runs
 from memkeeper.storage.retention import run_is_thinned
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Transition, apply, reconcile_now
@@ -202,9 +203,7 @@ def undo_run(
 ) -> UndoReport:
     """Revert run ``run_id``'s changes, newest first, as a new run (job ``undo``)."""
     changes = store.changes(run_id=run_id, newest_first=True)
-    known = store.storage.hot.execute(
-        "SELECT job, started_at FROM job_runs WHERE run_id = ?", [run_id]
-    ).fetchone()
+    known = job_runs.job_and_start(store.storage.hot, run_id)
     if not changes and not known:
         raise NotFound(f"no run {run_id!r} in the job runs or the change log")
     started = from_db(known[1]) if known else changes[-1].at

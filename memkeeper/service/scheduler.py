@@ -48,6 +48,7 @@ from memkeeper.maintenance.runner import (
     run_planned,
 )
 from memkeeper.service.triggers import JobTrigger, job_triggers, previous_fire_time
+from memkeeper.storage import job_runs
 from memkeeper.store import MemoryStore
 
 log = logs.get_logger("memkeeper.scheduler")
@@ -76,12 +77,8 @@ def last_successes(store: MemoryStore) -> dict[str, datetime]:
     run at 09:00 for 03:00 covers 09:00; a run that started a moment before its scheduled
     time (the clock stepped) still covers that time.
     """
-    sql = (
-        "SELECT job, max(started_at) AS started, max(scheduled_for) AS scheduled"
-        f" FROM job_runs WHERE status IN {COVERING_STATUSES!r} AND dry_run = 0 GROUP BY job"
-    )
     with store.storage.lock:
-        rows = list(store.storage.hot.query(sql))
+        rows = job_runs.latest_covering(store.storage.hot, COVERING_STATUSES)
     covered: dict[str, datetime] = {}
     for row in rows:
         times = [from_db(row["started"]), from_db(row["scheduled"])]

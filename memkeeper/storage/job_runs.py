@@ -1,0 +1,113 @@
+"""The job-runs table: one row per maintenance run, written by the runner, read by the jobs.
+
+A run is recorded ``running`` when it starts and given its status, counts and error when it
+ends (each its own short write transaction, so a run killed in between leaves a ``running``
+row that :func:`close_abandoned` marks later). The readers answer the questions the
+scheduler, undo, the CLI and the jobs' own bookkeeping ask: is there such a run, when did a
+job last succeed, where did the last run leave off. Times are stored text
+(:func:`memkeeper.clock.to_db`); the caller passes them in, nothing here reads the clock.
+
+Every function takes the storage (writers: for its lock and write transaction) or the hot
+database handle (readers, which the caller runs under ``storage.lock`` where it shares the
+connection with other threads), so that another backend can offer the same functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlite_utils import Database
+
+from memkeeper.storage.files import Storage
+from memkeeper.storage.sqlite import immediate_transaction
+
+
+def record_start(
+    storage: Storage,
+    run_id: str,
+    job: str,
+    trigger: str,
+    scheduled_for: str | None,
+    started_at: str,
+) -> None:
+    """Insert run ``run_id`` as ``running`` (not a dry run), in its own transaction."""
+    with storage.lock, immediate_transaction(storage.hot):
+        storage.hot.conn.execute(
+            "INSERT INTO job_runs (run_id, job, trigger, scheduled_for, started_at, status,"
+            " dry_run) VALUES (?, ?, ?, ?, ?, 'running', 0)",
+            [run_id, job, trigger, scheduled_for, started_at],
+        )
+
+
+def close_abandoned(storage: Storage, error: str) -> int:
+    """Mark every ``running`` run ``interrupted`` with ``error``; returns how many.
+
+    Only correct while the caller holds the job lock: then no run is really running.
+    """
+    with storage.lock, immediate_transaction(storage.hot):
+        cursor = storage.hot.conn.execute(
+            "UPDATE job_runs SET status = 'interrupted', error = ? WHERE status = 'running'",
+            [error],
+        )
+        return cursor.rowcount
+
+
+def record_end(
+    storage: Storage,
+    run_id: str,
+    *,
+    finished_at: str,
+    status: str,
+    counts: str,
+    error: str | None,
+) -> None:
+    """Give run ``run_id`` its end: time, status, counts (JSON text) and error."""
+    with storage.lock, immediate_transaction(storage.hot):
+        storage.hot.conn.execute(
+            "UPDATE job_runs SET finished_at = ?, status = ?, counts = ?, error = ?"
+            " WHERE run_id = ?",
+            [finished_at, status, counts, error, run_id],
+        )
+
+
+def exists(db: Database, run_id: str) -> bool:
+    """Whether the job-runs table has run ``run_id``."""
+    return db.execute("SELECT 1 FROM job_runs WHERE run_id = ?", [run_id]).fetchone() is not None
+
+
+def job_and_start(db: Database, run_id: str) -> tuple[str, str] | None:
+    """Run ``run_id``'s job and stored start time; None when there is no such run."""
+    row = db.execute("SELECT job, started_at FROM job_runs WHERE run_id = ?", [run_id]).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def latest_covering(db: Database, statuses: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Per job, the latest start and scheduled time of its real runs with one of ``statuses``.
+
+    Rows of ``job``, ``started`` and ``scheduled`` (stored times; either may be None).
+    ``statuses`` are memkeeper's own words (written into the statement as a tuple literal).
+    """
+    sql = (
+        "SELECT job, max(started_at) AS started, max(scheduled_for) AS scheduled"
+        f" FROM job_runs WHERE status IN {statuses!r} AND dry_run = 0 GROUP BY job"
+    )
+    return list(db.query(sql))
+
+
+def last_ok_counts(db: Database, job: str) -> tuple[str, str | None] | None:
+    """The run id and counts (JSON text) of ``job``'s latest ``ok`` run, if it had one."""
+    row = db.execute(
+        "SELECT run_id, counts FROM job_runs WHERE job = ? AND status = 'ok'"
+        " ORDER BY started_at DESC LIMIT 1",
+        [job],
+    ).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def retain_thinned_through(db: Database) -> int:
+    """The highest ``thinned_through`` any ``retain`` run recorded in its stats (0: none)."""
+    row = db.execute(
+        "SELECT max(json_extract(counts, '$.stats.thinned_through')) FROM job_runs"
+        " WHERE job = 'retain'"
+    ).fetchone()
+    return int(row[0] or 0)
