@@ -21,6 +21,8 @@ from memkeeper.errors import NotFound
 from memkeeper.maintenance.locks import service_state
 from memkeeper.records import KINDS, STATES, Change
 from memkeeper.service.schedule_info import job_schedule_status
+from memkeeper.storage import job_runs
+from memkeeper.storage.messages import session_exists
 
 
 @click.command("list")
@@ -131,12 +133,12 @@ def _check_known(store: Any, memory_id: str | None, run_id: str | None) -> None:
         and not store.changes(memory_id=memory_id, limit=1)
     ):
         raise NotFound(f"no memory with id {memory_id!r}, and no change recorded for one")
-    if run_id is not None and not store.changes(run_id=run_id, limit=1):
-        known = store.storage.hot.execute(
-            "SELECT 1 FROM job_runs WHERE run_id = ?", [run_id]
-        ).fetchone()
-        if not known:
-            raise NotFound(f"no run {run_id!r} in the job runs or the change log")
+    if (
+        run_id is not None
+        and not store.changes(run_id=run_id, limit=1)
+        and not job_runs.exists(store.storage.hot, run_id)
+    ):
+        raise NotFound(f"no run {run_id!r} in the job runs or the change log")
 
 
 @click.command()
@@ -201,11 +203,7 @@ def history(
 
 def _session_known(store: Any, user: str, namespace: str, session: str) -> bool:
     """Whether the session has any message at all, summarized or not."""
-    row = store.storage.hot.execute(
-        "SELECT 1 FROM messages WHERE user_id = ? AND namespace = ? AND session_id = ? LIMIT 1",
-        [user, namespace, session],
-    ).fetchone()
-    return row is not None
+    return session_exists(store.storage.hot, user, namespace, session)
 
 
 def _human_size(size: int | None) -> str:

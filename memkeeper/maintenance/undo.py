@@ -37,7 +37,7 @@ from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.maintenance.runner import JobResult, new_run_id, record_run_end, record_run_start
 from memkeeper.records import Change
-from memkeeper.storage import job_runs
+from memkeeper.storage import job_runs, messages
 from memkeeper.storage.retention import run_is_thinned
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Transition, apply, reconcile_now
@@ -143,10 +143,7 @@ def _key_conflict(store: MemoryStore, change: Change) -> str | None:
 
 
 def _unmark_summarized(store: MemoryStore, note_id: str) -> None:
-    store.storage.hot.conn.execute(
-        "UPDATE messages SET summarized_at = NULL, summary_id = NULL WHERE summary_id = ?",
-        [note_id],
-    )
+    messages.unmark_summarized(store.storage.hot, note_id)
 
 
 def _revert(store: MemoryStore, change: Change, ctx: JobContext) -> bool:

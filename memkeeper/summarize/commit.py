@@ -15,7 +15,7 @@ from typing import Any
 
 from memkeeper.clock import to_db
 from memkeeper.maintenance.jobkit import JobContext
-from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage import messages
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Image, Transition, supersede
 from memkeeper.store.entries import new_entry_image
@@ -42,13 +42,7 @@ def commit(ctx: JobContext, result: SessionResult, model: str) -> bool:
     ids = list(result.message_ids)
     stamp = to_db(ctx.now)
     with storage.lock, immediate_transaction(storage.hot):
-        still = 0
-        for part in chunks(ids):
-            still += storage.hot.execute(
-                f"SELECT count(*) FROM messages WHERE id IN ({placeholders(len(part))})"
-                " AND summarized_at IS NULL",
-                list(part),
-            ).fetchone()[0]
+        still = messages.count_unsummarized(storage.hot, ids)
         current = current_summary(storage, session)
         seen = result.previous
         if still != len(ids) or (current is None) != (seen is None):
@@ -64,12 +58,7 @@ def commit(ctx: JobContext, result: SessionResult, model: str) -> bool:
         if not all(outcome.applied for outcome in outcomes):
             raise RuntimeError(f"summary of session {session.session_id!r} did not apply")
         new_id = transitions[-1].memory_id
-        for part in chunks(ids):
-            storage.hot.conn.execute(
-                "UPDATE messages SET summarized_at = ?, summary_id = ?"
-                f" WHERE id IN ({placeholders(len(part))}) AND summarized_at IS NULL",
-                [stamp, new_id, *part],
-            )
+        messages.mark_summarized(storage.hot, ids, new_id, stamp)
         if result.memories:
             result.written = remember_extracted(
                 ctx, session.user_id, session.namespace, session.session_id, result.memories

@@ -8,7 +8,7 @@ from datetime import timedelta
 from memkeeper.clock import to_db
 from memkeeper.config import SummarizeJob
 from memkeeper.maintenance.jobkit import JobContext
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage import messages
 
 
 def delete_old_messages(ctx: JobContext) -> None:
@@ -19,22 +19,15 @@ def delete_old_messages(ctx: JobContext) -> None:
         return
     cutoff = to_db(ctx.now - timedelta(days=days))
     storage = ctx.store.storage
-    where = "summarized_at IS NOT NULL AND summarized_at < ?"
     if ctx.dry_run:
         with storage.lock:
-            row = storage.hot.execute(f"SELECT count(*) FROM messages WHERE {where}", [cutoff])
-            ctx.stats["messages_to_delete"] = row.fetchone()[0]
+            ctx.stats["messages_to_delete"] = messages.count_summarized_before(storage.hot, cutoff)
         return
     deleted = 0
     size = ctx.batch_size
     while True:
-        with storage.lock, immediate_transaction(storage.hot):
-            cursor = storage.hot.conn.execute(
-                f"DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE {where}"
-                " ORDER BY summarized_at LIMIT ?)",
-                [cutoff, size],
-            )
-        deleted += cursor.rowcount
-        if cursor.rowcount < size or ctx.should_stop():
+        batch = messages.delete_summarized_batch(storage, cutoff, size)
+        deleted += batch
+        if batch < size or ctx.should_stop():
             break
     ctx.stats["messages_deleted"] = deleted

@@ -16,6 +16,7 @@ from typing import Literal
 
 from memkeeper.llm.errors import LlmError
 from memkeeper.llm.usage import Usage
+from memkeeper.storage import messages
 from memkeeper.storage.files import Storage
 from memkeeper.storage.transitions import Image
 from memkeeper.store.entries import current_entry
@@ -79,14 +80,7 @@ class SessionResult:
 def due_sessions(storage: Storage, max_messages: int) -> list[DueSession]:
     """Due sessions, the one waiting longest first (through ``messages_unsummarized``)."""
     with storage.lock:
-        rows = list(
-            storage.hot.query(
-                "SELECT user_id, namespace, session_id, count(*) AS n, min(id) AS first"
-                " FROM messages WHERE summarized_at IS NULL"
-                " GROUP BY user_id, namespace, session_id HAVING count(*) > ? ORDER BY first",
-                [max_messages],
-            )
-        )
+        rows = messages.due_sessions(storage.hot, max_messages)
     return [DueSession(r["user_id"], r["namespace"], r["session_id"], r["n"]) for r in rows]
 
 
@@ -104,17 +98,12 @@ def unsummarized(storage: Storage, session: DueSession) -> tuple[list[SourceMess
     """The session's unsummarized messages, oldest first, and its current summary, read
     together."""
     with storage.lock:
-        rows = list(
-            storage.hot.query(
-                "SELECT id, role, content, created_at FROM messages WHERE user_id = ?"
-                " AND namespace = ? AND session_id = ? AND summarized_at IS NULL"
-                " ORDER BY id",
-                [session.user_id, session.namespace, session.session_id],
-            )
+        rows = messages.unsummarized(
+            storage.hot, session.user_id, session.namespace, session.session_id
         )
         previous = current_summary(storage, session)
-    messages = [SourceMessage(r["id"], r["role"], r["content"], r["created_at"]) for r in rows]
-    return messages, previous
+    found = [SourceMessage(r["id"], r["role"], r["content"], r["created_at"]) for r in rows]
+    return found, previous
 
 
 def oldest_unsummarized_ids(
@@ -123,13 +112,8 @@ def oldest_unsummarized_ids(
     """The ids of the session's ``count`` oldest unsummarized messages, and its current
     summary, read together (what a dry run reports)."""
     with storage.lock:
-        ids = [
-            row["id"]
-            for row in storage.hot.query(
-                "SELECT id FROM messages WHERE user_id = ? AND namespace = ?"
-                " AND session_id = ? AND summarized_at IS NULL ORDER BY id LIMIT ?",
-                [session.user_id, session.namespace, session.session_id, count],
-            )
-        ]
+        ids = messages.oldest_unsummarized_ids(
+            storage.hot, session.user_id, session.namespace, session.session_id, count
+        )
         previous = current_summary(storage, session)
     return ids, previous
