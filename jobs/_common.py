@@ -7,7 +7,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memkeeper.clock import days_between, from_db, to_db
-from memkeeper.maintenance.jobkit import JobContext, select_batches
+from memkeeper.maintenance.jobkit import JobContext
+from memkeeper.storage import due
 from memkeeper.storage.transitions import Transition
 
 
@@ -25,8 +26,7 @@ def days_since(image: dict[str, Any], column: str, now: datetime) -> int:
 
 def count(ctx: JobContext, where: str, params: Sequence[Any]) -> int:
     """How many hot rows match (through the same index the selection uses)."""
-    row = ctx.store.storage.hot.execute(f"SELECT count(*) FROM memories WHERE {where}", params)
-    return int(row.fetchone()[0])
+    return due.count(ctx.store.storage.hot, where, params)
 
 
 def transition_due(
@@ -41,7 +41,7 @@ def transition_due(
 
     Stops between batches when a stop was requested.
     """
-    for batch in select_batches(
+    for batch in due.select_batches(
         ctx.store.storage.hot, "memories", where, params, order=order, size=ctx.batch_size
     ):
         transitions = []

@@ -15,6 +15,7 @@ from memkeeper.jobs._common import count, cutoff, days_since, transition_due
 
 from memkeeper.config import ExpireJob
 from memkeeper.maintenance.jobkit import Job, JobContext
+from memkeeper.storage import due
 from memkeeper.storage.transitions import Transition, cold_image, hot_image
 
 _ACTIVE_BY_KIND = (
@@ -36,11 +37,7 @@ def run(ctx: JobContext) -> None:
         plans.append((_ACTIVE_BY_KIND, [kind, cutoff(now, ttl)], _expirer(ctx, ttl, f"({kind})")))
     # Every TTL some entry overrides (the state is checked by the selection itself: asking
     # for it here made SQLite read every active row instead of the small TTL index).
-    overrides = ctx.store.storage.hot.query(
-        "SELECT DISTINCT ttl_days FROM memories WHERE ttl_days IS NOT NULL"
-    )
-    for row in list(overrides):
-        ttl = row["ttl_days"]
+    for ttl in due.ttl_overrides(ctx.store.storage.hot):
         try:
             due_before = cutoff(now, ttl)
         except (OverflowError, TypeError, ValueError):

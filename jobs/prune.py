@@ -12,31 +12,19 @@ from memkeeper.config import PruneJob
 from memkeeper.maintenance.jobkit import Job, JobContext
 from memkeeper.records import Memory
 from memkeeper.scoring import rank_key, retention_score
-from memkeeper.storage.changelog import image_of
+from memkeeper.storage import due
 from memkeeper.storage.files import batched
 from memkeeper.storage.transitions import Transition, cold_image
-
-_OVER_CAP = (
-    "SELECT user_id, namespace, count(*) AS n FROM memories"
-    " WHERE kind = 'fact' AND state = 'active'"
-    " GROUP BY user_id, namespace HAVING count(*) > ? ORDER BY user_id, namespace"
-)
-_GROUP = (
-    "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = 'fact'"
-    " AND state = 'active'"
-)
 
 
 def run(ctx: JobContext) -> None:
     config: PruneJob = ctx.config  # type: ignore[assignment]
     hot = ctx.store.storage.hot
-    groups = list(hot.query(_OVER_CAP, [config.max_facts]))
+    groups = due.over_cap_groups(hot, config.max_facts)
     ctx.set_total(sum(group["n"] - config.max_facts for group in groups))
     weights = ctx.store.config.scoring
     for group in groups:
-        images = [
-            image_of(row) for row in hot.query(_GROUP, [group["user_id"], group["namespace"]])
-        ]
+        images = due.active_facts(hot, group["user_id"], group["namespace"])
         total = len(images)
         candidates = []
         for image in images:

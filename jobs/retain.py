@@ -27,7 +27,7 @@ from memkeeper.jobs._common import cutoff, days_since
 
 from memkeeper.config_retention import RetainJob
 from memkeeper.maintenance.jobkit import Job, JobContext
-from memkeeper.storage import job_runs
+from memkeeper.storage import due, job_runs
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.keywords import compact
 from memkeeper.storage.retention import scan_changes, thin_changes
@@ -37,28 +37,13 @@ from memkeeper.storage.transitions import Transition
 from memkeeper.storage.uses import delete_uses
 from memkeeper.storage.vectors import delete_vectors
 
-# Keyset pagination on (retired_at, rowid), which the index on retired_at holds (it has no
-# id): first the rest of the last batch's time, then later times. Many entries share one
-# retired_at (a job retires a whole batch at one instant), so a row-value comparison would
-# rescan them for every batch.
-_SAME_TIME = (
-    "SELECT rowid AS rowid_, * FROM cold_memories WHERE retired_at = ? AND rowid > ?"
-    " ORDER BY rowid LIMIT ?"
-)
-_LATER = (
-    "SELECT rowid AS rowid_, * FROM cold_memories WHERE retired_at > ? AND retired_at < ?"
-    " ORDER BY retired_at, rowid LIMIT ?"
-)
-
 
 def _cold_due(ctx: JobContext, cold: Any, before: str) -> Iterator[list[dict[str, Any]]]:
     """Cold rows retired before ``before``, as images, in batches."""
     last_at, last_rowid, size = "", 0, ctx.batch_size
     while True:
         with ctx.store.storage.lock:
-            rows = list(cold.query(_SAME_TIME, [last_at, last_rowid, size]))
-            if len(rows) < size:
-                rows += cold.query(_LATER, [last_at, before, size - len(rows)])
+            rows = due.cold_retired_before(cold, (last_at, last_rowid), before, size)
         if not rows:
             return
         last_at, last_rowid = rows[-1]["retired_at"], rows[-1]["rowid_"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from memkeeper import logs
-from memkeeper.storage.changelog import image_of
 from memkeeper.storage.transitions import Outcome, Transition, apply
 
 if TYPE_CHECKING:
@@ -221,31 +220,3 @@ class JobContext:
 
 class JobSkipped(Exception):
     """Raised by a job that cannot run this time (e.g. no API key); the run records why."""
-
-
-def select_batches(
-    db: Any,
-    table: str,
-    where: str,
-    params: Sequence[Any],
-    *,
-    order: str,
-    size: int,
-) -> Iterator[list[dict[str, Any]]]:
-    """Rows of ``table`` matching ``where``, in batches, by keyset pagination on (order, id).
-
-    Keyset pagination (rather than re-running the query) keeps the walk correct both in a
-    dry run, where nothing leaves the selection, and when rows are skipped because an agent
-    touched them in the meantime.
-    """
-    last: list[Any] = []
-    while True:
-        sql = f"SELECT * FROM {table} WHERE ({where})"
-        if last:
-            sql += f" AND ({order}, id) > (?, ?)"
-        sql += f" ORDER BY {order}, id LIMIT ?"
-        rows = [image_of(row) for row in db.query(sql, [*params, *last, size])]
-        if not rows:
-            return
-        yield rows
-        last = [rows[-1][order], rows[-1]["id"]]

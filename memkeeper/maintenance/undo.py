@@ -37,7 +37,7 @@ from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.maintenance.runner import JobResult, new_run_id, record_run_end, record_run_start
 from memkeeper.records import Change
-from memkeeper.storage import job_runs, messages
+from memkeeper.storage import due, job_runs, messages
 from memkeeper.storage.retention import run_is_thinned
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Transition, apply, reconcile_now
@@ -110,11 +110,7 @@ def _prune_notes(store: MemoryStore, reverted: list[Change], dry_run: bool) -> l
             groups[group] = groups.get(group, 0) + 1
     notes = []
     for (user_id, namespace), restored in sorted(groups.items()):
-        (active,) = store.storage.hot.execute(
-            "SELECT count(*) FROM memories WHERE user_id = ? AND namespace = ?"
-            " AND kind = 'fact' AND state = 'active'",
-            [user_id, namespace],
-        ).fetchone()
+        active = due.count_active_facts(store.storage.hot, user_id, namespace)
         if dry_run:
             active += restored
         if active <= cap:

@@ -1,0 +1,131 @@
+"""What the maintenance jobs select: due rows in batches, counts, and the groups they judge.
+
+A job decides *what* is due; the statements that find it are here, so that another backend
+can offer the same functions. Two shapes:
+
+* a job whose rule is a plain condition on a memory's columns (expire, demote, settle) keeps
+  that condition in the job as a *predicate* (the body of a ``WHERE``, with ``?``
+  parameters and nothing but comparisons, ``AND``, ``IS NULL``); :func:`select_batches`
+  and :func:`count` run it here, in the table and order the job names;
+* a job whose selection is a query of its own (prune's groups over the cap, retain's cold
+  rows past the purge age, expire's overriding TTLs) calls a function named for it.
+
+Readers only: the rows go to the shared transition mechanism
+(:mod:`memkeeper.storage.transitions`), which changes them and writes their change-log rows
+in one transaction. The caller holds ``storage.lock`` where it shares a connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sqlite_utils import Database
+
+from memkeeper.storage.changelog import image_of
+
+
+def select_batches(
+    db: Database,
+    table: str,
+    where: str,
+    params: Sequence[Any],
+    *,
+    order: str,
+    size: int,
+) -> Iterator[list[dict[str, Any]]]:
+    """Rows of ``table`` matching ``where``, in batches, by keyset pagination on (order, id).
+
+    Keyset pagination (rather than re-running the query) keeps the walk correct both in a
+    dry run, where nothing leaves the selection, and when rows are skipped because an agent
+    touched them in the meantime. ``table`` and ``order`` are memkeeper's own names.
+    """
+    last: list[Any] = []
+    while True:
+        sql = f"SELECT * FROM {table} WHERE ({where})"
+        if last:
+            sql += f" AND ({order}, id) > (?, ?)"
+        sql += f" ORDER BY {order}, id LIMIT ?"
+        rows = [image_of(row) for row in db.query(sql, [*params, *last, size])]
+        if not rows:
+            return
+        yield rows
+        last = [rows[-1][order], rows[-1]["id"]]
+
+
+def count(db: Database, where: str, params: Sequence[Any]) -> int:
+    """How many hot memories match ``where`` (through the same index the selection uses)."""
+    row = db.execute(f"SELECT count(*) FROM memories WHERE {where}", params)
+    return int(row.fetchone()[0])
+
+
+def ttl_overrides(db: Database) -> list[Any]:
+    """Every TTL some memory sets for itself (``ttl_days``), whatever its state.
+
+    The state is left to the selection that follows: asking for it here made SQLite read
+    every active row instead of the small TTL index. Values are as stored (a hand-written
+    one may be out of any date's range: the caller checks).
+    """
+    rows = db.query("SELECT DISTINCT ttl_days FROM memories WHERE ttl_days IS NOT NULL")
+    return [row["ttl_days"] for row in rows]
+
+
+_OVER_CAP = (
+    "SELECT user_id, namespace, count(*) AS n FROM memories"
+    " WHERE kind = 'fact' AND state = 'active'"
+    " GROUP BY user_id, namespace HAVING count(*) > ? ORDER BY user_id, namespace"
+)
+_GROUP = (
+    "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = 'fact'"
+    " AND state = 'active'"
+)
+
+
+def over_cap_groups(db: Database, max_facts: int) -> list[dict[str, Any]]:
+    """(user_id, namespace, n) of every owner with more than ``max_facts`` active facts."""
+    return list(db.query(_OVER_CAP, [max_facts]))
+
+
+def active_facts(db: Database, user_id: str, namespace: str) -> list[dict[str, Any]]:
+    """Every active fact of one (user, namespace), as images (pinned ones included)."""
+    return [image_of(row) for row in db.query(_GROUP, [user_id, namespace])]
+
+
+def count_active_facts(db: Database, user_id: str, namespace: str) -> int:
+    """How many active facts one (user, namespace) has (what the prune cap counts)."""
+    (active,) = db.execute(
+        "SELECT count(*) FROM memories WHERE user_id = ? AND namespace = ?"
+        " AND kind = 'fact' AND state = 'active'",
+        [user_id, namespace],
+    ).fetchone()
+    return int(active)
+
+
+# Keyset pagination on (retired_at, rowid), which the index on retired_at holds (it has no
+# id): first the rest of the last batch's time, then later times. Many entries share one
+# retired_at (a job retires a whole batch at one instant), so a row-value comparison would
+# rescan them for every batch.
+_SAME_TIME = (
+    "SELECT rowid AS rowid_, * FROM cold_memories WHERE retired_at = ? AND rowid > ?"
+    " ORDER BY rowid LIMIT ?"
+)
+_LATER = (
+    "SELECT rowid AS rowid_, * FROM cold_memories WHERE retired_at > ? AND retired_at < ?"
+    " ORDER BY retired_at, rowid LIMIT ?"
+)
+
+
+def cold_retired_before(
+    cold: Database, after: tuple[str, int], before: str, size: int
+) -> list[dict[str, Any]]:
+    """The next ``size`` cold rows retired before ``before``, after position ``after``.
+
+    ``after`` is the (``retired_at``, ``rowid_``) of the last row of the previous batch
+    (``("", 0)`` to start). Rows carry ``rowid_`` for the next call; the caller makes them
+    images (:func:`~memkeeper.storage.changelog.image_of`).
+    """
+    last_at, last_rowid = after
+    rows = list(cold.query(_SAME_TIME, [last_at, last_rowid, size]))
+    if len(rows) < size:
+        rows += cold.query(_LATER, [last_at, before, size - len(rows)])
+    return rows
