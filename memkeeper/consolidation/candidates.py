@@ -14,7 +14,8 @@ run's statistics in ``job_runs``, with the settings that decide what is a duplic
 threshold, the shortest exact value, the embedding model and dimensions) and the time of the
 last full scan. The first run, a run after those settings changed, and a run whose last full
 scan is ``full_scan_days`` (7) old look at every (user, namespace) with at least two current
-unpinned entries. Both selections are one set-based query each.
+unpinned entries. Both selections are one set-based query each, run by
+:mod:`memkeeper.storage.merge_candidates`.
 
 A re-embedded entry's vector is written anew with a higher rowid
 (:func:`memkeeper.storage.vectors.store_vectors` replaces rather than updates), so it is seen
@@ -32,15 +33,14 @@ from typing import TYPE_CHECKING, Any
 from memkeeper.clock import from_db
 from memkeeper.config_merge import MergeJob
 from memkeeper.retrieval.indexing import SearchSettings
-from memkeeper.storage import job_runs
-from memkeeper.storage.changelog import image_of
+from memkeeper.storage import job_runs, merge_candidates
 from memkeeper.storage.files import Storage
 from memkeeper.storage.vectors import user_vectors
 
 if TYPE_CHECKING:
     import numpy
 
-Pair = tuple[str, str]
+Pair = merge_candidates.Pair
 JOB = "merge"
 
 
@@ -74,10 +74,8 @@ def scope_of(config: MergeJob, search: SearchSettings) -> str:
 
 def current_watermark(storage: Storage, scope: str) -> Watermark:
     """The watermark of a run starting now."""
-    hot = storage.hot
-    change = hot.execute("SELECT coalesce(max(id), 0) FROM changes").fetchone()[0]
-    vector = hot.execute("SELECT coalesce(max(rowid), 0) FROM vectors").fetchone()[0]
-    return Watermark(int(change), int(vector), scope)
+    change, vector = merge_candidates.watermark(storage.hot)
+    return Watermark(change, vector, scope)
 
 
 def previous_watermark(storage: Storage) -> Watermark | None:
@@ -98,29 +96,6 @@ def previous_watermark(storage: Storage) -> Watermark | None:
         return None  # a run of an older version, or a damaged row: scan everything
 
 
-MERGEABLE = (
-    "state IN ('active', 'pending_review') AND pinned = 0 AND (kind != 'note' OR key IS NULL)"
-)
-"""Entries the job may merge: current, unpinned, and not a session summary (a note with a
-key, ``summary:<session>``: the summarize job's own, each folding the one before it)."""
-
-_ALL_PAIRS = f"""
-    SELECT user_id, namespace FROM memories
-    WHERE {MERGEABLE}
-    GROUP BY user_id, namespace HAVING count(*) > 1
-    ORDER BY user_id, namespace
-"""
-
-_CHANGED_PAIRS = """
-    SELECT user_id, namespace FROM changes
-    WHERE id > :change AND user_id IS NOT NULL AND (run_id IS NULL OR run_id != :run)
-    UNION
-    SELECT m.user_id, m.namespace FROM vectors AS v JOIN memories AS m ON m.id = v.memory_id
-    WHERE v.rowid > :vector
-    ORDER BY 1, 2
-"""
-
-
 def needs_full_scan(previous: Watermark | None, scope: str, now: datetime, days: int) -> bool:
     """Whether this run compares everyone (see the module docstring)."""
     if previous is None or previous.scope != scope or days == 0:
@@ -133,17 +108,13 @@ def candidate_pairs(storage: Storage, previous: Watermark | None, *, full_scan: 
     """The (user, namespace) pairs to compare: everyone's, or those changed since."""
     with storage.lock:
         if full_scan or previous is None:
-            rows = storage.hot.execute(_ALL_PAIRS).fetchall()
-            return [(row[0], row[1] or "") for row in rows]
-        rows = storage.hot.execute(
-            _CHANGED_PAIRS,
-            {
-                "change": previous.change_id,
-                "vector": previous.vector_rowid,
-                "run": previous.run_id or "",
-            },
-        ).fetchall()
-    return [(row[0], row[1] or "") for row in rows]
+            return merge_candidates.all_pairs(storage.hot)
+        return merge_candidates.changed_pairs(
+            storage.hot,
+            change_id=previous.change_id,
+            vector_rowid=previous.vector_rowid,
+            run_id=previous.run_id or "",
+        )
 
 
 def read_pair(
@@ -152,12 +123,7 @@ def read_pair(
     """One pair's mergeable entries, and the current vectors of those that have one."""
     user_id, namespace = pair
     with storage.lock:
-        rows = storage.hot.query(
-            f"SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND {MERGEABLE}"
-            " ORDER BY id",
-            [user_id, namespace],
-        )
-        images = [image_of(row) for row in rows]
+        images = merge_candidates.mergeable_entries(storage.hot, user_id, namespace)
         if len(images) < 2 or not with_vectors:
             return images, [], None
         ids, matrix = user_vectors(
