@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sqlite_utils import Database
-
 from memkeeper.records import Change
+from memkeeper.storage.change_reads import select_changes
 from memkeeper.storage.changelog import CHANGE_FILTERS
+from memkeeper.storage.handle import Handle
 
 
 def query_changes(
-    db: Database,
+    db: Handle,
     filters: Mapping[str, str | None] | None = None,
     *,
     limit: int | None = None,
@@ -25,13 +25,5 @@ def query_changes(
     unknown = sorted(set(filters) - set(CHANGE_FILTERS))
     if unknown:
         raise ValueError(f"not a change-log filter: {', '.join(unknown)}")
-    where = [f"{column} = ?" for column in CHANGE_FILTERS if filters.get(column) is not None]
-    params: list[object] = [filters[c] for c in CHANGE_FILTERS if filters.get(c) is not None]
-    sql = "SELECT * FROM changes"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY id " + ("DESC" if newest_first else "ASC")
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(limit)
-    return [Change.from_row(row) for row in db.query(sql, params)]
+    rows = select_changes(db, filters, limit=limit, newest_first=newest_first)
+    return [Change.from_row(row) for row in rows]
