@@ -7,11 +7,12 @@ Order of work, so that a refusal or a failure at any step leaves the live files 
 2. the service instance lock and the job-run lock (:mod:`memkeeper.maintenance.locks`) are
    taken without waiting — a running service or job run is refused, not raced — and held
    to the end, so neither can start meanwhile;
-3. each live file is locked exclusively through SQLite (:func:`_sole_user`): if another
-   process (an agent, a server) has it open, the lock is refused and so is the restore —
-   renaming a file under an open connection would send that agent's next writes into the
-   file set aside. "In use" is asked of the locks, never inferred from a ``-wal`` file. The
-   lock is held until just before the renames, so nobody opens the files meanwhile;
+3. each live file is locked exclusively through SQLite
+   (:func:`~memkeeper.storage.restore_hold.hold_alone`): if another process (an agent, a
+   server) has it open, the lock is refused and so is the restore — renaming a file under
+   an open connection would send that agent's next writes into the file set aside. "In
+   use" is asked of the locks, never inferred from a ``-wal`` file. The lock is held until
+   just before the renames, so nobody opens the files meanwhile;
 4. the backup files are copied beside the live ones under temporary names and the live
    database's tombstones are applied to them (:mod:`memkeeper.storage.backup_prune`): a
    restore never brings back what was erased after the backup was taken;
@@ -21,10 +22,8 @@ Order of work, so that a refusal or a failure at any step leaves the live files 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import sqlite3
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -43,8 +42,7 @@ from memkeeper.storage.backup_check import (
 )
 from memkeeper.storage.backup_prune import apply_tombstones
 from memkeeper.storage.files import Storage
-from memkeeper.storage.sqlite_errors import is_locked_error
-from memkeeper.storage.tombstones import Tombstone, since
+from memkeeper.storage.restore_hold import Held, hold_alone, let_go, live_tombstones
 
 RESTORING = ".restoring"
 
@@ -57,61 +55,6 @@ def _take(lock: Any, what: str) -> None:
             f"cannot restore while {what} runs ({exc}); stop it first "
             "(e.g. systemctl --user stop memkeeper) and run restore-backup again"
         ) from None
-
-
-def _sole_user(path: Path, busy_timeout_ms: int) -> sqlite3.Connection | None:
-    """A connection holding ``path`` alone (SQLite's EXCLUSIVE lock), its WAL folded in.
-
-    Whether another process uses the file is asked of the locks, not inferred from the files
-    beside it: every connection to a WAL database holds a shared lock on it for as long as it
-    is open (the same test SQLite makes before deleting the ``-wal`` on close), so the
-    exclusive lock is granted only when nobody else — no other process, and no other
-    connection of this one — has the file open. ``locking_mode = EXCLUSIVE`` keeps it until
-    :func:`_let_go`, so nobody can open the file meanwhile. None when there is no file, or it
-    is not a usable SQLite database (nobody can be using it through SQLite: it is set aside
-    as it is).
-    """
-    if not path.exists():
-        return None
-    conn = sqlite3.connect(str(path), timeout=busy_timeout_ms / 1000, isolation_level=None)
-    try:
-        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
-        conn.execute("BEGIN EXCLUSIVE")
-        conn.execute("COMMIT")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    except sqlite3.OperationalError as exc:
-        conn.close()
-        if is_locked_error(exc):
-            raise LockBusy(
-                f"{path} is open in another process (it holds a lock on the file); stop the "
-                "agents and services using this database, then run restore-backup again"
-            ) from None
-        return None
-    except sqlite3.DatabaseError:
-        conn.close()
-        return None
-    return conn
-
-
-def _let_go(conn: sqlite3.Connection | None) -> None:
-    """Close a :func:`_sole_user` connection: SQLite folds and removes the WAL, unlocks."""
-    if conn is not None:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        conn.close()
-
-
-def _live_tombstones(hot_path: Path) -> list[Tombstone]:
-    if not hot_path.exists():
-        return []
-    conn = open_read_only(hot_path)  # checkpointed and held exclusively: the WAL is empty
-    try:
-        has = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tombstones'"
-        ).fetchone()
-        return since(conn, None) if has else []
-    finally:
-        conn.close()
 
 
 def _set_aside(path: Path, stamp: str) -> Path | None:
@@ -141,17 +84,17 @@ def restore(
     _take(daemon, "the memkeeper service")
     try:
         _take(jobs, "a job run")
-        held: list[sqlite3.Connection | None] = []
+        held: list[Held | None] = []
         try:
             for path in live.values():
-                held.append(_sole_user(path, busy_timeout_ms))
+                held.append(hold_alone(path, busy_timeout_ms))
             for role, (name, _) in FILES.items():
                 temp[role].parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 new_private_file(temp[role])
                 shutil.copyfile(directory / name, temp[role])
             copy = Storage(temp["hot"], temp["cold"], busy_timeout_ms=busy_timeout_ms, create=False)
             try:
-                applied = apply_tombstones(copy, _live_tombstones(live["hot"]), now=now)
+                applied = apply_tombstones(copy, live_tombstones(live["hot"]), now=now)
             finally:
                 copy.close()
             for role, (_, kind) in FILES.items():
@@ -163,7 +106,7 @@ def restore(
                 check_file(temp[role], kind, _as_expected(temp[role], found))
                 fsync_path(temp[role])
             while held:  # WAL folded into the file before it is set aside
-                _let_go(held.pop())
+                let_go(held.pop())
             stamp = ensure_utc(now).strftime("%Y%m%dT%H%M%S%fZ")
             aside = {role: _set_aside(live[role], stamp) for role in ("cold", "hot")}
             for role in ("cold", "hot"):
@@ -171,7 +114,7 @@ def restore(
                 fsync_path(live[role].parent)
         finally:
             for conn in held:
-                _let_go(conn)
+                let_go(conn)
             for path in temp.values():
                 remove_with_sidecars(path)
             jobs.release()
