@@ -397,3 +397,41 @@ def test_root_plain_install_maintains_roots_own_database(
     assert settings["WantedBy"] == ["multi-user.target"]  # a system unit, as before
     assert f"the service maintains {mine}" in err
     assert "systemctl daemon-reload && systemctl enable --now memkeeper.service" in err
+
+
+def _service_imports() -> dict[str, set[str]]:
+    """Each module of memkeeper/service/ and the service modules it imports (any import,
+    ``TYPE_CHECKING`` ones and those inside functions included)."""
+    import ast
+
+    folder = REPO / "memkeeper" / "service"
+    names = {path.stem for path in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                parts = node.module.split(".")
+                if parts[:2] == ["memkeeper", "service"]:
+                    targets = parts[2:3] or [alias.name for alias in node.names]
+                    found.update(t for t in targets if t in names)
+        graph[path.stem] = found - {path.stem}
+    return graph
+
+
+def test_no_circle_between_service_modules() -> None:
+    """unit_files and launchd_plist both import the Installation, neither the other (issue 22)."""
+    graph = _service_imports()
+    circles = []
+    for start in graph:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            module, path = stack.pop()
+            for target in graph[module]:
+                if target == start:
+                    circles.append(" -> ".join([*path, start]))
+                elif target not in seen:
+                    seen.add(target)
+                    stack.append((target, [*path, target]))
+    assert not circles, circles
+    assert "installation" in graph["launchd_plist"]

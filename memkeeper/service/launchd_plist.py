@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import plistlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from memkeeper.service.unit_files import Installation
+from memkeeper.service.installation import Installation
 
 LAUNCHD_LABEL = "io.memkeeper.run"
 
