@@ -3,23 +3,14 @@ checked). ``memkeeper bench`` has its own smoke test: tests/test_bench_cli.py.""
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from functools import partial
-from pathlib import Path
 from typing import Any
 
+import fake_llm
 from fake_llm import FakeLLM, Recorded, Reply, summarize_config
 
-BENCH = Path(__file__).parent.parent / "bench"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from memkeeper.bench import summarize_bench
 
 
 class _FirstTwoTogether(FakeLLM):
@@ -45,18 +36,21 @@ class _FirstTwoTogether(FakeLLM):
 
 def test_summarize_benchmark_runs_a_few_sessions(capsys, monkeypatch) -> None:
     monkeypatch.setenv("ZHIPUAI_API_KEY", "placeholder")  # the bench sets its own; restore after
-    module = _load("summarize_bench")
     servers: list[_FirstTwoTogether] = []
 
     def gated(*args: Any, **kwargs: Any) -> _FirstTwoTogether:
         servers.append(_FirstTwoTogether(*args, **kwargs))
         return servers[-1]
 
-    monkeypatch.setattr(module, "FakeLLM", gated)
+    # The bench finds the fake server in this very module (tests/fake_llm.py).
+    assert summarize_bench.fake_llm_module() is fake_llm
+    monkeypatch.setattr(fake_llm, "FakeLLM", gated)
     # Generous client timeout: a held call must not time out and be retried.
-    monkeypatch.setattr(module, "summarize_config", partial(summarize_config, timeout_seconds=60.0))
+    monkeypatch.setattr(
+        fake_llm, "summarize_config", partial(summarize_config, timeout_seconds=60.0)
+    )
     args = ["--sessions", "4", "--concurrency", "2", "--delay", "0.05", "--messages", "22"]
-    assert module.main(args) == 0
+    assert summarize_bench.main(args) == 0
     out = capsys.readouterr().out
     assert not servers[0].both_in.broken
     assert "summarized 4" in out and "most in flight at once 2" in out

@@ -3,9 +3,10 @@
 The LLM is the tests' fake server on 127.0.0.1, answering every call after a fixed delay
 (default 0.5 s, like a quick flash-model answer), so the figure measures memkeeper's own
 overhead and its concurrency, not a real model. The suite runs a small version
-(tests/test_bench_smoke.py):
+(tests/test_bench_smoke.py). From a source checkout (the fake server is the tests' own,
+``tests/fake_llm.py``, which an installed memkeeper does not ship):
 
-    python bench/summarize_bench.py [--sessions 40] [--concurrency 8]
+    python -m memkeeper.bench.summarize_bench [--sessions 40] [--concurrency 8]
         [--delay 0.5] [--messages 25]
 
 Ideal wall time is ceil(sessions / concurrency) x delay; the printed overhead is the rest.
@@ -14,6 +15,7 @@ Ideal wall time is ceil(sessions / concurrency) x delay; the printed overhead is
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import sys
@@ -21,16 +23,26 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from fake_llm import FakeLLM, add_session, summarize_config
+from types import ModuleType
 
 from memkeeper import MemoryStore
 from memkeeper.logs import configure
 from memkeeper.maintenance.runner import run_once
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+TESTS = Path(__file__).resolve().parents[2] / "tests"
+"""The checkout's tests, where the fake LLM server lives."""
+
+
+def fake_llm_module() -> ModuleType:
+    """The tests' fake LLM module (``tests/fake_llm.py``), found beside this checkout."""
+    if not (TESTS / "fake_llm.py").is_file():
+        raise SystemExit(
+            f"the summarize benchmark needs a source checkout: {TESTS / 'fake_llm.py'} is missing"
+        )
+    if str(TESTS) not in sys.path:
+        sys.path.insert(0, str(TESTS))
+    return importlib.import_module("fake_llm")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,13 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=25, help="messages per session")
     args = parser.parse_args(argv)
 
+    fakes = fake_llm_module()
     configure(level="warning")
     os.environ["ZHIPUAI_API_KEY"] = "bench-key-not-secret"
-    with tempfile.TemporaryDirectory() as tmp, FakeLLM(delay=args.delay) as fake:
-        config = summarize_config(fake.url, job={"max_concurrency": args.concurrency})
+    with tempfile.TemporaryDirectory() as tmp, fakes.FakeLLM(delay=args.delay) as fake:
+        config = fakes.summarize_config(fake.url, job={"max_concurrency": args.concurrency})
         with MemoryStore(Path(tmp) / "memory.db", config=config) as store:
             for n in range(args.sessions):
-                add_session(store, f"s{n:03d}", args.messages, user_id=f"u{n % 10}", start=START)
+                fakes.add_session(
+                    store, f"s{n:03d}", args.messages, user_id=f"u{n % 10}", start=START
+                )
             began = time.perf_counter()
             (result,) = run_once(store, ["summarize"], now=START).results
             wall = time.perf_counter() - began
