@@ -10,5 +10,13 @@
 - :mod:`~memkeeper.storage.retention` and :mod:`~memkeeper.storage.space`: thinning old
   change-log images, returning free pages, measuring the files.
 
+The statements of the layers above live here too, one function each, named for what it does
+(issue 22: nothing outside ``storage/`` runs SQL, so a PostgreSQL backend can offer the same
+functions; ``tests/test_sql_boundary.py`` checks it and lists what is left):
+:mod:`~memkeeper.storage.due` (what the jobs select), :mod:`~memkeeper.storage.job_runs`,
+:mod:`~memkeeper.storage.messages`, :mod:`~memkeeper.storage.change_reads`,
+:mod:`~memkeeper.storage.merge_candidates` and :mod:`~memkeeper.storage.restore_hold`;
+:data:`~memkeeper.storage.handle.Handle` names the database handle they take.
+
 Nothing here imports a layer above it (see the import-linter contract in pyproject.toml).
 """
