@@ -14,7 +14,6 @@ covers its scheduled time like a successful one (see :mod:`memkeeper.service.sch
 from __future__ import annotations
 
 import importlib
-import json
 import secrets
 import threading
 import time
@@ -23,7 +22,6 @@ from datetime import datetime, timedelta
 from typing import Any, TypedDict, Unpack
 
 from memkeeper import logs
-from memkeeper.clock import to_db
 from memkeeper.config import JOB_ORDER
 from memkeeper.errors import UnknownJob
 from memkeeper.maintenance.jobkit import (
@@ -160,8 +158,8 @@ def record_run_start(
         run_id,
         job,
         trigger,
-        to_db(scheduled_for) if scheduled_for else None,
-        to_db(started),
+        scheduled_for,
+        started,
     )
 
 
@@ -186,9 +184,9 @@ def record_run_end(store: MemoryStore, result: JobResult) -> None:
     job_runs.record_end(
         store.storage,
         result.run_id,
-        finished_at=to_db(result.finished_at),
+        finished_at=result.finished_at,
         status=result.status,
-        counts=json.dumps(counts, sort_keys=True),
+        counts=counts,
         error=result.error,
     )
 

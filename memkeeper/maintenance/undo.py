@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memkeeper.clock import from_db
 from memkeeper.errors import InvalidInput, NotFound
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.maintenance.locks import jobs_lock
@@ -199,7 +198,7 @@ def undo_run(
     known = job_runs.job_and_start(store.storage.hot, run_id)
     if not changes and not known:
         raise NotFound(f"no run {run_id!r} in the job runs or the change log")
-    started = from_db(known[1]) if known else changes[-1].at
+    started = known[1] if known else changes[-1].at
     _refuse_when_too_old(store, run_id, started)
     moment = now or store.now()
     report = UndoReport(new_run_id(UNDO_JOB, moment), run_id, dry_run)

@@ -35,7 +35,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from memkeeper import logs
-from memkeeper.clock import from_db, to_db
+from memkeeper.clock import to_db
 from memkeeper.config import JOB_ORDER, Config
 from memkeeper.errors import LockBusy
 from memkeeper.maintenance.locks import jobs_lock
@@ -80,9 +80,8 @@ def last_successes(store: MemoryStore) -> dict[str, datetime]:
     with store.storage.lock:
         rows = job_runs.latest_covering(store.storage.hot, COVERING_STATUSES)
     covered: dict[str, datetime] = {}
-    for row in rows:
-        times = [from_db(row["started"]), from_db(row["scheduled"])]
-        covered[row["job"]] = max(moment for moment in times if moment is not None)
+    for job, started, scheduled in rows:
+        covered[job] = max(moment for moment in (started, scheduled) if moment is not None)
     return covered
 
 

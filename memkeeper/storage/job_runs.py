@@ -4,8 +4,9 @@ A run is recorded ``running`` when it starts and given its status, counts and er
 ends (each its own short write transaction, so a run killed in between leaves a ``running``
 row that :func:`close_abandoned` marks later). The readers answer the questions the
 scheduler, undo, the CLI and the jobs' own bookkeeping ask: is there such a run, when did a
-job last succeed, where did the last run leave off. Times are stored text
-(:func:`memkeeper.clock.to_db`); the caller passes them in, nothing here reads the clock.
+job last succeed, where did the last run leave off. Times go in and come out as aware
+``datetime`` values (stored as :func:`memkeeper.clock.to_db` text, which is the backend's
+business); the caller passes them in, nothing here reads the clock.
 
 Every function takes the storage (writers: for its lock and write transaction) or the hot
 database handle (readers, which the caller runs under ``storage.lock`` where it shares the
@@ -14,10 +15,13 @@ connection with other threads), so that another backend can offer the same funct
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from typing import Any
 
 from sqlite_utils import Database
 
+from memkeeper.clock import from_db, to_db
 from memkeeper.storage.files import Storage
 from memkeeper.storage.sqlite import immediate_transaction
 
@@ -27,15 +31,16 @@ def record_start(
     run_id: str,
     job: str,
     trigger: str,
-    scheduled_for: str | None,
-    started_at: str,
+    scheduled_for: datetime | None,
+    started_at: datetime,
 ) -> None:
     """Insert run ``run_id`` as ``running`` (not a dry run), in its own transaction."""
+    scheduled = to_db(scheduled_for) if scheduled_for else None
     with storage.lock, immediate_transaction(storage.hot):
         storage.hot.conn.execute(
             "INSERT INTO job_runs (run_id, job, trigger, scheduled_for, started_at, status,"
             " dry_run) VALUES (?, ?, ?, ?, ?, 'running', 0)",
-            [run_id, job, trigger, scheduled_for, started_at],
+            [run_id, job, trigger, scheduled, to_db(started_at)],
         )
 
 
@@ -56,17 +61,18 @@ def record_end(
     storage: Storage,
     run_id: str,
     *,
-    finished_at: str,
+    finished_at: datetime,
     status: str,
-    counts: str,
+    counts: dict[str, Any],
     error: str | None,
 ) -> None:
-    """Give run ``run_id`` its end: time, status, counts (JSON text) and error."""
+    """Give run ``run_id`` its end: time, status, counts (kept as JSON) and error."""
+    text = json.dumps(counts, sort_keys=True)
     with storage.lock, immediate_transaction(storage.hot):
         storage.hot.conn.execute(
             "UPDATE job_runs SET finished_at = ?, status = ?, counts = ?, error = ?"
             " WHERE run_id = ?",
-            [finished_at, status, counts, error, run_id],
+            [to_db(finished_at), status, text, error, run_id],
         )
 
 
@@ -75,23 +81,27 @@ def exists(db: Database, run_id: str) -> bool:
     return db.execute("SELECT 1 FROM job_runs WHERE run_id = ?", [run_id]).fetchone() is not None
 
 
-def job_and_start(db: Database, run_id: str) -> tuple[str, str] | None:
-    """Run ``run_id``'s job and stored start time; None when there is no such run."""
+def job_and_start(db: Database, run_id: str) -> tuple[str, datetime | None] | None:
+    """Run ``run_id``'s job and start time; None when there is no such run."""
     row = db.execute("SELECT job, started_at FROM job_runs WHERE run_id = ?", [run_id]).fetchone()
-    return (row[0], row[1]) if row else None
+    return (row[0], from_db(row[1])) if row else None
 
 
-def latest_covering(db: Database, statuses: tuple[str, ...]) -> list[dict[str, Any]]:
+def latest_covering(
+    db: Database, statuses: tuple[str, ...]
+) -> list[tuple[str, datetime | None, datetime | None]]:
     """Per job, the latest start and scheduled time of its real runs with one of ``statuses``.
 
-    Rows of ``job``, ``started`` and ``scheduled`` (stored times; either may be None).
-    ``statuses`` are memkeeper's own words (written into the statement as a tuple literal).
+    ``(job, started, scheduled)``; either time may be None. ``statuses`` are memkeeper's own
+    words (written into the statement as a tuple literal).
     """
     sql = (
         "SELECT job, max(started_at) AS started, max(scheduled_for) AS scheduled"
         f" FROM job_runs WHERE status IN {statuses!r} AND dry_run = 0 GROUP BY job"
     )
-    return list(db.query(sql))
+    return [
+        (row["job"], from_db(row["started"]), from_db(row["scheduled"])) for row in db.query(sql)
+    ]
 
 
 def last_ok_counts(db: Database, job: str) -> tuple[str, str | None] | None:

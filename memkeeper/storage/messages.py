@@ -8,17 +8,19 @@ A message is *unsummarized* until a summary note covers it: then ``summarized_at
 Readers take the hot database handle and run under the caller's ``storage.lock``; the
 markers (:func:`mark_summarized`, :func:`unmark_summarized`) run inside the caller's write
 transaction, so the marks commit with the summary note and its change-log rows;
-:func:`delete_summarized_batch` is a write transaction of its own. Times are stored text
-passed in by the caller.
+:func:`delete_summarized_batch` is a write transaction of its own. Times are aware
+``datetime`` values passed in by the caller (nothing here reads the clock).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlite_utils import Database
 
+from memkeeper.clock import to_db
 from memkeeper.storage.files import Storage, chunks, placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 
@@ -79,16 +81,17 @@ def count_unsummarized(db: Database, ids: Sequence[int]) -> int:
     return still
 
 
-def mark_summarized(db: Database, ids: Sequence[int], summary_id: str, at: str) -> None:
-    """Mark the still unsummarized of ``ids`` as covered by note ``summary_id`` at ``at``.
+def mark_summarized(db: Database, ids: Sequence[int], summary_id: str, now: datetime) -> None:
+    """Mark the still unsummarized of ``ids`` as covered by note ``summary_id`` at ``now``.
 
     Runs in the caller's transaction: the marks commit with the note that covers them.
     """
+    stamp = to_db(now)
     for part in chunks(list(ids)):
         db.conn.execute(
             "UPDATE messages SET summarized_at = ?, summary_id = ?"
             f" WHERE id IN ({placeholders(len(part))}) AND summarized_at IS NULL",
-            [at, summary_id, *part],
+            [stamp, summary_id, *part],
         )
 
 
@@ -112,13 +115,13 @@ def session_exists(db: Database, user_id: str, namespace: str, session_id: str) 
     return row is not None
 
 
-def count_summarized_before(db: Database, cutoff: str) -> int:
+def count_summarized_before(db: Database, cutoff: datetime) -> int:
     """How many messages were summarized before ``cutoff`` (what retention would delete)."""
-    row = db.execute(f"SELECT count(*) FROM messages WHERE {_SUMMARIZED_BEFORE}", [cutoff])
+    row = db.execute(f"SELECT count(*) FROM messages WHERE {_SUMMARIZED_BEFORE}", [to_db(cutoff)])
     return row.fetchone()[0]
 
 
-def delete_summarized_batch(storage: Storage, cutoff: str, size: int) -> int:
+def delete_summarized_batch(storage: Storage, cutoff: datetime, size: int) -> int:
     """Delete up to ``size`` messages summarized before ``cutoff``, oldest summary first.
 
     One write transaction of its own; returns how many rows went (fewer than ``size``: the
@@ -128,6 +131,6 @@ def delete_summarized_batch(storage: Storage, cutoff: str, size: int) -> int:
         cursor = storage.hot.conn.execute(
             f"DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE {_SUMMARIZED_BEFORE}"
             " ORDER BY summarized_at LIMIT ?)",
-            [cutoff, size],
+            [to_db(cutoff), size],
         )
     return cursor.rowcount

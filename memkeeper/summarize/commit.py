@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from memkeeper.clock import to_db
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.storage import messages
 from memkeeper.storage.sqlite import immediate_transaction
@@ -40,7 +39,6 @@ def commit(ctx: JobContext, result: SessionResult, model: str) -> bool:
     session = result.session
     storage = ctx.store.storage
     ids = list(result.message_ids)
-    stamp = to_db(ctx.now)
     with storage.lock, immediate_transaction(storage.hot):
         still = messages.count_unsummarized(storage.hot, ids)
         current = current_summary(storage, session)
@@ -58,7 +56,7 @@ def commit(ctx: JobContext, result: SessionResult, model: str) -> bool:
         if not all(outcome.applied for outcome in outcomes):
             raise RuntimeError(f"summary of session {session.session_id!r} did not apply")
         new_id = transitions[-1].memory_id
-        messages.mark_summarized(storage.hot, ids, new_id, stamp)
+        messages.mark_summarized(storage.hot, ids, new_id, ctx.now)
         if result.memories:
             result.written = remember_extracted(
                 ctx, session.user_id, session.namespace, session.session_id, result.memories

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from memkeeper.clock import to_db
 from memkeeper.config import SummarizeJob
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.storage import messages
@@ -17,7 +16,7 @@ def delete_old_messages(ctx: JobContext) -> None:
     days = config.summarized_retention_days
     if days <= 0:
         return
-    cutoff = to_db(ctx.now - timedelta(days=days))
+    cutoff = ctx.now - timedelta(days=days)
     storage = ctx.store.storage
     if ctx.dry_run:
         with storage.lock:
