@@ -27,8 +27,9 @@ from memkeeper.jobs._common import cutoff, days_since
 
 from memkeeper.config_retention import RetainJob
 from memkeeper.maintenance.jobkit import Job, JobContext
-from memkeeper.storage import due, job_runs
+from memkeeper.storage import job_runs
 from memkeeper.storage.changelog import image_of
+from memkeeper.storage.due import cold_retired_before
 from memkeeper.storage.keywords import compact
 from memkeeper.storage.retention import scan_changes, thin_changes
 from memkeeper.storage.space import free_pages, release_free_pages
@@ -43,7 +44,7 @@ def _cold_due(ctx: JobContext, cold: Any, before: str) -> Iterator[list[dict[str
     last_at, last_rowid, size = "", 0, ctx.batch_size
     while True:
         with ctx.store.storage.lock:
-            rows = due.cold_retired_before(cold, (last_at, last_rowid), before, size)
+            rows = cold_retired_before(cold, (last_at, last_rowid), before, size)
         if not rows:
             return
         last_at, last_rowid = rows[-1]["retired_at"], rows[-1]["rowid_"]
