@@ -10,7 +10,9 @@ outside ``storage/``, it
 
 A job may keep its selection as a *predicate*, the body of a ``WHERE`` with ``?``
 parameters (``"state = 'superseded' AND state_since < ?"``), which
-:mod:`memkeeper.storage.due` runs: issue 22 allows that where it keeps the job readable.
+:mod:`memkeeper.storage.due` runs: issue 22 allows that where it keeps the job readable. The
+predicate must be portable (columns, comparisons, ``AND``/``OR``, ``IS NULL``, ``IN``,
+literals: no function, no dialect), which ``storage.due`` checks before running it.
 Everything else goes through a function of ``storage/`` named for what it does, which a
 PostgreSQL backend (``storage/postgres/``) can implement in turn.
 
@@ -35,6 +37,10 @@ import re
 from pathlib import Path
 
 import pytest
+
+from memkeeper import MemoryStore
+from memkeeper.storage import due
+from memkeeper.storage.merge_candidates import MERGEABLE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -165,3 +171,30 @@ def f(db, ids):
 )
 def test_predicates_and_prose_are_not_statements(text: str) -> None:
     assert sql_outside_storage(f"X = {text!r}\n") == []
+
+
+def test_a_portable_predicate_runs_and_a_dialect_one_is_refused(store: MemoryStore) -> None:
+    store.remember("alice", "city", "Lyon")
+    hot = store.storage.hot
+    assert due.count(hot, "state = 'active' AND kind = ? AND pinned = 0", ["fact"]) == 1
+    assert due.count(hot, MERGEABLE, []) == 1
+    with pytest.raises(ValueError, match="function call"):
+        due.count(hot, "last_used_at < datetime('now')", [])
+    with pytest.raises(ValueError, match="function call"):
+        next(due.select_batches(hot, "memories", "lower(key) = ?", ["city"], order="id", size=5))
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "json_extract(value, '$.a') = ?",
+        "key GLOB ?",
+        "key || value = ?",
+        "state = 'active' -- and the rest",
+        "state = 'active'; DELETE FROM memories",
+        "id IN (SELECT memory_id FROM uses)",
+    ],
+)
+def test_what_is_not_a_portable_predicate(where: str) -> None:
+    with pytest.raises(ValueError, match="not a portable predicate"):
+        due.portable(where)

@@ -4,9 +4,11 @@ A job decides *what* is due; the statements that find it are here, so that anoth
 can offer the same functions. Two shapes:
 
 * a job whose rule is a plain condition on a memory's columns (expire, demote, settle) keeps
-  that condition in the job as a *predicate* (the body of a ``WHERE``, with ``?``
-  parameters and nothing but comparisons, ``AND``, ``IS NULL``); :func:`select_batches`
-  and :func:`count` run it here, in the table and order the job names;
+  that condition in the job as a *predicate*: the body of a ``WHERE`` with ``?`` parameters,
+  made of column names, comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``IN``,
+  parentheses and quoted or numeric literals — no function, no SQLite dialect, so every
+  backend runs it as it is (:func:`portable` refuses anything else);
+  :func:`select_batches` and :func:`count` run it here, in the table and order the job names;
 * a job whose selection is a query of its own (prune's groups over the cap, retain's cold
   rows past the purge age, expire's overriding TTLs) calls a function named for it.
 
@@ -17,12 +19,41 @@ in one transaction. The caller holds ``storage.lock`` where it shares a connecti
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlite_utils import Database
 
 from memkeeper.storage.changelog import image_of
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|'[^']*'|-?\d+(?:\.\d+)?|<=|>=|!=|<>|[=<>?(),])"
+)
+_KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "IN"}
+
+
+def portable(where: str) -> str:
+    """``where`` itself when it is a portable predicate (see the module docstring).
+
+    Raises ValueError naming what is not: a function call (``datetime(``, ``json_extract(``),
+    an operator or keyword of one dialect (``||``, ``GLOB``), a comment, a second statement.
+    Words are lower-case column names or the upper-case keywords above; a column name
+    followed by ``(`` is a call.
+    """
+    position, after_column = 0, False
+    while where[position:].strip():
+        found = _TOKEN.match(where, position)
+        if found is None:
+            raise ValueError(f"not a portable predicate at {where[position:][:30]!r}: {where!r}")
+        word = found.group("word")
+        if found.group().strip() == "(" and after_column:
+            raise ValueError(f"not a portable predicate (a function call): {where!r}")
+        if word is not None and word not in _KEYWORDS and word != word.lower():
+            raise ValueError(f"not a portable predicate (word {word!r}): {where!r}")
+        after_column = word is not None and word not in _KEYWORDS
+        position = found.end()
+    return where
 
 
 def select_batches(
@@ -40,6 +71,7 @@ def select_batches(
     dry run, where nothing leaves the selection, and when rows are skipped because an agent
     touched them in the meantime. ``table`` and ``order`` are memkeeper's own names.
     """
+    portable(where)
     last: list[Any] = []
     while True:
         sql = f"SELECT * FROM {table} WHERE ({where})"
@@ -55,7 +87,7 @@ def select_batches(
 
 def count(db: Database, where: str, params: Sequence[Any]) -> int:
     """How many hot memories match ``where`` (through the same index the selection uses)."""
-    row = db.execute(f"SELECT count(*) FROM memories WHERE {where}", params)
+    row = db.execute(f"SELECT count(*) FROM memories WHERE {portable(where)}", params)
     return int(row.fetchone()[0])
 
 
