@@ -153,14 +153,7 @@ def record_run_start(
     started: datetime,
     scheduled_for: datetime | None,
 ) -> None:
-    job_runs.record_start(
-        store.storage,
-        run_id,
-        job,
-        trigger,
-        scheduled_for,
-        started,
-    )
+    job_runs.record_start(store.storage, run_id, job, trigger, scheduled_for, started)
 
 
 ABANDONED_ERROR = "abandoned: the process running it ended before recording a result"
