@@ -33,7 +33,7 @@ from memkeeper.storage.due import cold_retired_before
 from memkeeper.storage.keywords import compact
 from memkeeper.storage.retention import scan_changes, thin_changes
 from memkeeper.storage.space import free_pages, release_free_pages
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Transition
 from memkeeper.storage.uses import delete_uses
 from memkeeper.storage.vectors import delete_vectors
@@ -73,8 +73,7 @@ def _purge_cold(ctx: JobContext, config: RetainJob) -> None:
         purged_any = purged_any or bool(purged)
         if purged and not ctx.dry_run:
             # Their counted uses (ids and times) and their vectors go with them.
-            hot = ctx.store.storage.hot
-            with ctx.store.storage.lock, immediate_transaction(hot):
+            with write_transaction(ctx.store.storage) as hot:
                 delete_uses(hot, purged)
                 delete_vectors(hot, purged)
         ctx.advance(len(batch))

@@ -3,7 +3,9 @@
 Every module of the package and of ``jobs/`` is read (not imported) and fails this test if,
 outside ``storage/``, it
 
-- imports the database driver (``sqlite3``, ``sqlite_utils``, ``psycopg``);
+- imports the database driver (``sqlite3``, ``sqlite_utils``, ``psycopg``) or storage's
+  SQLite-only modules (``storage.sqlite``, ``storage.sqlite_errors``: a write transaction is
+  :func:`memkeeper.storage.transaction.write_transaction`);
 - calls ``.execute``, ``.executemany``, ``.executescript`` or ``.query`` on anything;
 - holds a SQL statement in a string (``SELECT``, ``INSERT INTO``, ``UPDATE … SET``,
   ``DELETE FROM``, ``PRAGMA``...; docstrings and comments are prose, not statements).
@@ -55,6 +57,7 @@ REMAINING = (
 """Paths (a folder ends with ``/``) that still run SQL or name the driver: issue 22's rest."""
 
 DRIVERS = ("sqlite3", "sqlite_utils", "psycopg", "psycopg_pool")
+SQLITE_ONLY = ("memkeeper.storage.sqlite", "memkeeper.storage.sqlite_errors")
 SQL_CALLS = ("execute", "executemany", "executescript", "query")
 STATEMENT = re.compile(
     r"\b(SELECT\s+\S|INSERT\s+(OR\s+\w+\s+)?INTO\b|UPDATE\s+\w+\s+SET\b|DELETE\s+FROM\b"
@@ -78,10 +81,12 @@ def sql_outside_storage(source: str) -> list[str]:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             names = [node.module or ""]
+            if node.module == "memkeeper.storage":
+                names += [f"memkeeper.storage.{alias.name}" for alias in node.names]
         else:
             names = []
         for name in names:
-            if name.split(".")[0] in DRIVERS:
+            if name.split(".")[0] in DRIVERS or name in SQLITE_ONLY:
                 found.append((node.lineno, node.col_offset, f"imports {name}"))
         if (
             isinstance(node, ast.Call)
@@ -137,6 +142,8 @@ def test_the_scan_finds_each_kind_of_sql() -> None:
 """Module docstring: a PRAGMA journal_mode or SELECT * FROM x in prose is fine."""
 import sqlite3
 from sqlite_utils.db import Database
+from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage import sqlite_errors, due
 _WHERE = "state = 'superseded' AND state_since < ?"
 _SQL = (
     "SELECT id FROM memories"
@@ -151,13 +158,15 @@ def f(db, ids):
     assert [line.split(": ", 1)[1].split(" ")[0:2] for line in found] == [
         ["imports", "sqlite3"],
         ["imports", "sqlite_utils.db"],
+        ["imports", "memkeeper.storage.sqlite"],
+        ["imports", "memkeeper.storage.sqlite_errors"],
         ["SQL", "statement"],
         ["calls", ".execute()"],
         ["SQL", "statement"],
         ["calls", ".query()"],
     ]
-    assert "'SELECT id FROM memories WHERE user_id = ?'" in found[2]
-    assert "DELETE FROM messages" in found[4]
+    assert "'SELECT id FROM memories WHERE user_id = ?'" in found[4]
+    assert "DELETE FROM messages" in found[6]
 
 
 @pytest.mark.parametrize(

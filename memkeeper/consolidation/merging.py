@@ -23,7 +23,7 @@ from typing import Any
 
 from memkeeper.consolidation.grouping import Candidate, Group, Link
 from memkeeper.maintenance.jobkit import JobContext
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Transition, hot_image, supersede, with_changes
 
 MERGE_ACTION = "merge"
@@ -101,7 +101,7 @@ def apply_whole(ctx: JobContext, batch: Sequence[list[Transition]]) -> tuple[int
     if ctx.dry_run:
         whole = [t for t in batch if all(o.applied for o in ctx.apply(t))]
     else:
-        with storage.lock, immediate_transaction(storage.hot):
+        with write_transaction(storage):
             ids = [t.memory_id for transitions in batch for t in transitions]
             current = storage.current_images(ids)
             whole = [

@@ -38,7 +38,7 @@ from memkeeper.maintenance.runner import JobResult, new_run_id, record_run_end, 
 from memkeeper.records import Change
 from memkeeper.storage import due, job_runs, messages
 from memkeeper.storage.retention import run_is_thinned
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Transition, apply, reconcile_now
 from memkeeper.store import MemoryStore
 from memkeeper.store.entries import current_entry
@@ -163,7 +163,7 @@ def _revert(store: MemoryStore, change: Change, ctx: JobContext) -> bool:
             dry_run=ctx.dry_run,
         )[0]
         return outcome.applied
-    with store.storage.lock, immediate_transaction(store.storage.hot):
+    with write_transaction(store.storage):
         outcome = apply(
             store.storage, [transition], actor=ctx.actor, now=ctx.now, run_id=ctx.run_id
         )[0]

@@ -15,7 +15,9 @@ The statements of the layers above live here too, one function each, named for w
 functions; ``tests/test_sql_boundary.py`` checks it and lists what is left):
 :mod:`~memkeeper.storage.due` (what the jobs select), :mod:`~memkeeper.storage.job_runs`,
 :mod:`~memkeeper.storage.messages`, :mod:`~memkeeper.storage.change_reads`,
-:mod:`~memkeeper.storage.merge_candidates` and :mod:`~memkeeper.storage.restore_hold`;
+:mod:`~memkeeper.storage.merge_candidates` and :mod:`~memkeeper.storage.restore_hold`; the
+layers above open a write transaction with
+:func:`~memkeeper.storage.transaction.write_transaction`, never through ``storage.sqlite``;
 :data:`~memkeeper.storage.handle.Handle` names the database handle they take.
 
 Nothing here imports a layer above it (see the import-linter contract in pyproject.toml).

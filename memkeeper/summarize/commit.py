@@ -15,7 +15,7 @@ from typing import Any
 
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.storage import messages
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Image, Transition, supersede
 from memkeeper.store.entries import new_entry_image
 from memkeeper.summarize.extract_commit import remember_extracted
@@ -39,7 +39,7 @@ def commit(ctx: JobContext, result: SessionResult, model: str) -> bool:
     session = result.session
     storage = ctx.store.storage
     ids = list(result.message_ids)
-    with storage.lock, immediate_transaction(storage.hot):
+    with write_transaction(storage):
         still = messages.count_unsummarized(storage.hot, ids)
         current = current_summary(storage, session)
         seen = result.previous
