@@ -191,11 +191,12 @@ def score_rows(
     scored = []
     for memory_id, _, length, found in matched:
         norm = K1 * (1 - B + B * length / avgdl)
-        score = sum(idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf in found)
+        score = sum(share * idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf, share in found)
         adjacency = sum(
             _idf(n, pair_df[p]) * tf * (K1 + 1) / (tf + norm) for p, tf in paired.get(memory_id, [])
         )
-        scored.append(Scored(memory_id, score, sum(idf[t] for t, _ in found) / whole, adjacency))
+        covered = sum(share * idf[t] for t, _, share in found) / whole
+        scored.append(Scored(memory_id, score, covered, adjacency))
     scored.sort(key=lambda item: (-item.score, -item.adjacency, item.id))
     return scored
 
@@ -232,31 +233,41 @@ class Scored(NamedTuple):
     adjacency: float = 0.0
 
 
-Match = tuple[str, int, int, list[tuple[str, int]]]
-"""(id, characters, terms, [(query term, tf)]) of a row that matched."""
+Match = tuple[str, int, int, list[tuple[str, int, float]]]
+"""(id, characters, terms, [(query term, tf, share)]) of a row that matched; ``share`` is 1
+for a whole word, the prefix's share of its word for a prefix match (:func:`_prefix`)."""
 
 
 def _matches(
     rows: Sequence[Sequence[Any]], wanted: Sequence[str], *, exact: bool
 ) -> tuple[list[Match], Counter[str]]:
     """Each row containing a wanted term (as a word, or a word's prefix): (id, characters,
-    terms, [(term, tf)]), and each term's document frequency among them."""
+    terms, [(term, tf, share)]), and each term's document frequency among them."""
     matched: list[Match] = []
     df: Counter[str] = Counter()
     for memory_id, key, value in rows:
         counts, length, _ = entry_counts(key, value)
         if exact:
-            found = [(t, counts[t]) for t in wanted if t in counts]
+            found = [(t, counts[t], 1.0) for t in wanted if t in counts]
         else:
-            found = [(t, n) for t in wanted if (n := _prefix_count(counts, t))]
+            found = [(t, *hit) for t in wanted if (hit := _prefix(counts, t))[0]]
         if found:
             matched.append((memory_id, len(key or "") + len(value), length, found))
-            df.update(t for t, _ in found)
+            df.update(t for t, _, _ in found)
     return matched, df
 
 
-def _prefix_count(counts: Counter[str], prefix: str) -> int:
-    return sum(n for term, n in counts.items() if term.startswith(prefix))
+def _prefix(counts: Counter[str], prefix: str) -> tuple[int, float]:
+    """How often the entry holds a word starting with ``prefix``, and the largest share of
+    such a word the prefix is ("pd" of "pdf": 2/3; "car" of "carla": 3/5; "in" of "ines":
+    1/2). The share scales the term's BM25, so a partial match weighs less than a whole word
+    of the same rarity: "car" no longer ties Carla's entries with Ann's for "what car does
+    Ann drive?" (counted whole, it did, and lost to textbook BM25)."""
+    tf, share = 0, 0.0
+    for term, n in counts.items():
+        if term.startswith(prefix):
+            tf, share = tf + n, max(share, len(prefix) / len(term))
+    return tf, share
 
 
 def reset() -> None:
