@@ -83,13 +83,15 @@ def search(
             states=LIVE_STATES,
             columns=(*FACTS, "value"),
         )
-    similar, embed_ms, used_vectors = _similar(core, user_id, namespaces, query, every)
+    similar, vector_share, embed_ms, used_vectors = _similar(
+        core, user_id, namespaces, query, every
+    )
     keyword, facts = _keyword_and_facts(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
     )
     if min_confidence > 0:
         facts = {i: row for i, row in facts.items() if row["confidence"] >= min_confidence}
-    ranked = _rank(core, keyword, similar, facts, exclude, limit)
+    ranked = _rank(core, keyword, similar, vector_share, facts, exclude, limit)
     chosen = SearchResults(_mark(core, _load(core, ranked, facts)))
     chosen.embed_ms = embed_ms
     chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
@@ -106,6 +108,7 @@ def _rank(
     core: StoreCore,
     keyword: list[Scored],
     similar: list[tuple[str, float]],
+    vector_share: dict[str, float],
     facts: dict[str, Any],
     exclude: Collection[str],
     limit: int,
@@ -122,15 +125,21 @@ def _rank(
     vector_ranks = fusion.ranks(similar)
     keyword_of, similarity_of = {k.id: k for k in keyword}, dict(similar)
     list_coverage = max((k.coverage for k in keyword), default=0.0)
+    best = keyword[0].score if keyword else 0.0
+    # No calibrated vector scores (fewer vectors than fusion.OUTLIER_MIN_ENTRIES): by rank.
+    by_rank = bool(similar) and not vector_share
     relevant = []
     for memory_id in facts:
         if memory_id in exclude:
             continue
+        found = keyword_of.get(memory_id)
+        at = vector_ranks.get(memory_id)
         base = fusion.relevance(
             settings,
-            keyword_ranks.get(memory_id),
-            vector_ranks.get(memory_id),
+            None if found is None else fusion.Signal(keyword_ranks[memory_id], found.score / best),
+            None if at is None else fusion.Signal(at, vector_share.get(memory_id, 0.0)),
             list_coverage,
+            by_rank=by_rank,
         )
         if base > 0:  # else in no list (a weight of 0): nothing about it matches
             relevant.append((base, memory_id))
@@ -138,7 +147,6 @@ def _rank(
     if len(relevant) > limit:
         floor = relevant[limit - 1][0] / (1 + settings.prior_weight)
         relevant = [r for r in relevant if r[0] >= floor * (1 - 1e-12)]
-    best = keyword[0].score if keyword else 0.0
     now = core.now()
     ranked: list[tuple[Ranked, datetime]] = []
     for base, memory_id in relevant:
@@ -189,10 +197,12 @@ def _similar(
     namespaces: Sequence[str],
     query: str,
     every: list[tuple[Any, ...]] | None,
-) -> tuple[list[tuple[str, float]], float, bool]:
+) -> tuple[list[tuple[str, float]], dict[str, float], float, bool]:
     """The vector list: up to ``vector_candidates`` entries most similar to ``query`` (id,
-    cosine; best first, at or above ``min_similarity``), the embedding's ms, and whether
-    similarity took part (False: keyword-only)."""
+    cosine; best first, admitted by :func:`memkeeper.store.fusion.admitted`), each one's
+    share of the list's scale ((cosine - mean) / (best - mean) over the user's vectors; none
+    under :data:`memkeeper.store.fusion.OUTLIER_MIN_ENTRIES` vectors: fused by rank), the
+    embedding's ms, and whether similarity took part (False: keyword-only)."""
     settings = core.config.search
     entries = None
     if every is not None:
@@ -208,23 +218,32 @@ def _similar(
             entries=entries,
         )
     if not ids:
-        return [], 0.0, False
+        return [], {}, 0.0, False
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
     if vector is None:
-        return [], embed_ms, False
+        return [], {}, embed_ms, False
     import numpy as np
 
     similarities = matrix @ vector
+    mean, spread = float(similarities.mean()), float(similarities.std())
+    depth = min(settings.vector_candidates, len(ids))
     # Ties by id (ids are sorted): the same list whatever the limit.
-    best = np.argsort(-similarities, kind="stable")[: settings.vector_candidates]
-    found = [
-        (ids[i], float(min(1.0, similarities[i])))
-        for i in best
-        if similarities[i] >= settings.min_similarity
-    ]
-    return found, embed_ms, True
+    best = np.argsort(-similarities, kind="stable")[:depth]
+    top = float(similarities[best[0]])
+    threshold = fusion.outlier_z(settings, len(ids))
+    calibrated = len(ids) >= fusion.OUTLIER_MIN_ENTRIES
+    found, share = [], {}
+    for i in best.tolist():
+        similarity = float(similarities[i])
+        z = (similarity - mean) / spread if spread > 0 else 0.0
+        if fusion.admitted(settings, similarity, z, threshold):
+            found.append((ids[i], min(1.0, similarity)))
+            if calibrated:
+                scale = top - mean
+                share[ids[i]] = (similarity - mean) / scale if scale > 1e-9 else 1.0
+    return found, share, embed_ms, True
 
 
 def _keyword_and_facts(
