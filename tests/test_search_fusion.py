@@ -145,7 +145,8 @@ def test_a_small_user_is_fused_by_rank(db_path: Path) -> None:
             store.remember("u", "ann", "Ann")
             store.add_note("u", "Ann called about the weekend plans")
             store.add_note("u", "she is allergic to peanuts")
-            _give_vectors(store, {m.id: 0.5 for m in store.list_memories()})
+            entries = sorted(store.list_memories(), key=lambda m: m.value)
+            _give_vectors(store, {m.id: 0.6 - 0.1 * i for i, m in enumerate(entries)})
             scores[mode] = [round(h.score, 9) for h in store.search("u", QUERY, limit=3)]
         semantic.reset()
     assert scores["relative"] == scores["rrf"] and len(scores["rrf"]) == 3

@@ -245,8 +245,9 @@ def _matches(
     terms, [(term, tf, share)]), and each term's document frequency among them."""
     matched: list[Match] = []
     df: Counter[str] = Counter()
+    cached = _cache.get  # a dict read is atomic; entry_counts fills what is missing
     for memory_id, key, value in rows:
-        counts, length, _ = entry_counts(key, value)
+        counts, length, _ = cached((key or "", value)) or entry_counts(key, value)
         if exact:
             found = [(t, counts[t], 1.0) for t in wanted if t in counts]
         else:

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 from memkeeper.config_search import SearchSection
 
@@ -56,14 +56,12 @@ def ranks(scored: Sequence[tuple[str, float] | tuple[str, float, float]]) -> dic
     """1-based ranks of a best-first list of ``(id, score)`` or ``(id, score, tie-break)``;
     entries equal in every part share the better rank."""
     out: dict[str, int] = {}
-    previous: tuple[float, ...] | None = None
+    previous: Sequence[float] = ()
     rank = 0
     for position, (memory_id, *keys) in enumerate(scored, start=1):
-        if previous is None or any(
-            abs(k - p) > 1e-12 * max(1.0, abs(p)) for k, p in zip(keys, previous, strict=True)
-        ):
+        if position == 1 or not all(map(_same, keys, previous)):
             rank = position
-            previous = tuple(keys)
+            previous = keys
         out.setdefault(memory_id, rank)
     return out
 
@@ -86,55 +84,76 @@ def outlier_z(settings: SearchSection, entries: int) -> float:
     return NormalDist().inv_cdf(1 - settings.outlier_p / entries)
 
 
-def admitted(settings: SearchSection, similarity: float, z: float, threshold: float) -> bool:
-    """Whether an entry is in the vector list: a cosine at or above ``min_similarity``, or a
+def admitted(settings: SearchSection, similarity: Any, z: Any, threshold: float) -> Any:
+    """Whether an entry is in the vector list (elementwise over numpy arrays of cosines and
+    z-scores): a cosine at or above ``min_similarity``, or a
     similarity so far above the user's others (``z`` of at least :func:`outlier_z`'s
     ``threshold``) that it is clearly the query's — a floor relative to the user's own
     distribution, so a model whose cosines run low (the evaluation's stand-in: a true
     paraphrase at 0.27, 4.5 standard deviations above the rest) still finds it."""
-    return similarity >= settings.min_similarity or z >= threshold
+    return (similarity >= settings.min_similarity) | (z >= threshold)
 
 
-@dataclass(frozen=True)
-class Signal:
-    """An entry's place in one list: its 1-based rank and its share of the list's scale
-    (keyword: BM25 / the best BM25; vector: (cosine - mean) / (best - mean))."""
+def keyword_shares(
+    settings: SearchSection, keyword: Sequence[tuple[str, float, float]]
+) -> dict[str, float]:
+    """Each keyword match's share of the list's scale: its BM25 / the best BM25, from a
+    best-first list of ``(id, bm25, adjacency)``. Equal scores whose CJK pairs differ
+    (:attr:`memkeeper.store.bm25.Scored.adjacency`) are a step apart, the later one's share
+    ``1 - 2 · prior_weight`` of the one before, so the pairs order them before the prior
+    can (as their ranks do in rank fusion)."""
+    if not keyword:
+        return {}
+    best = keyword[0][1]
+    if best <= 0:
+        return dict.fromkeys((k[0] for k in keyword), 0.0)
+    step = 1 - max(2 * settings.prior_weight, 1e-6)
+    out: dict[str, float] = {}
+    last_score, last_adjacency, factor = math.nan, math.nan, 1.0
+    for memory_id, score, adjacency in keyword:
+        if abs(score - last_score) <= 1e-12 * max(1.0, abs(last_score)):  # False after nan
+            if abs(adjacency - last_adjacency) > 1e-12 * max(1.0, abs(last_adjacency)):
+                factor *= step
+        else:
+            factor = 1.0
+        last_score, last_adjacency = score, adjacency
+        if memory_id not in out:
+            out[memory_id] = factor * score / best
+    return out
 
-    rank: int
-    share: float
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-12 * max(1.0, abs(b))
 
 
-@dataclass(frozen=True)
-class Fused:
-    """One candidate's ranking: its relevance, prior and score."""
-
-    relevance: float
-    prior: float
-    score: float
-
-
-def relevance(
+def relevances(
     settings: SearchSection,
-    keyword: Signal | None,
-    vector: Signal | None,
-    coverage: float = 1.0,
+    keyword: Sequence[tuple[str, float, float]],
+    vector: Sequence[tuple[str, float]],
+    vector_share: dict[str, float],
+    coverage: float,
     *,
     by_rank: bool = False,
-) -> float:
-    """The entry's relevance from its place in each list (None: not in that list), the
-    keyword list weighted by its coverage of the query (0-1); by rank with ``fusion = "rrf"``
-    or ``by_rank`` (a vector list too small to calibrate, :data:`OUTLIER_MIN_ENTRIES`)."""
-    total = 0.0
+) -> dict[str, float]:
+    """The relevance of every entry in either list: the keyword list ``(id, bm25,
+    adjacency)`` and the vector list ``(id, cosine)``, best first, with each vector entry's
+    share of its list's scale; the keyword list weighted by its ``coverage`` (0-1). By rank
+    with ``fusion = "rrf"`` or ``by_rank`` (a vector list too small to calibrate,
+    :data:`OUTLIER_MIN_ENTRIES`)."""
+    total: dict[str, float] = {}
+    w_keyword, w_vector = settings.weight_keyword * coverage, settings.weight_similarity
     if settings.fusion == "rrf" or by_rank:
-        if keyword is not None:
-            total += settings.weight_keyword * coverage / (settings.rrf_k + keyword.rank)
-        if vector is not None:
-            total += settings.weight_similarity / (settings.rrf_k + vector.rank)
+        k = settings.rrf_k
+        for memory_id, rank in ranks(keyword).items():
+            total[memory_id] = w_keyword / (k + rank)
+        for memory_id, rank in ranks(vector).items():
+            total[memory_id] = total.get(memory_id, 0.0) + w_vector / (k + rank)
         return total
-    if keyword is not None:
-        total += settings.weight_keyword * coverage * max(0.0, keyword.share)
-    if vector is not None:
-        total += settings.weight_similarity * max(0.0, vector.share)
+    for memory_id, share in keyword_shares(settings, keyword).items():
+        total[memory_id] = w_keyword * share
+    for memory_id, _ in vector:
+        share = max(0.0, vector_share.get(memory_id, 0.0))
+        total[memory_id] = total.get(memory_id, 0.0) + w_vector * share
     return total
 
 
@@ -144,19 +163,3 @@ def prior(settings: SearchSection, confidence: float, recency: float) -> float:
     if weights <= 0:
         return 0.0
     return (settings.weight_confidence * confidence + settings.weight_recency * recency) / weights
-
-
-def fuse(
-    settings: SearchSection,
-    keyword: Signal | None,
-    vector: Signal | None,
-    confidence: float,
-    recency: float,
-    coverage: float = 1.0,
-    *,
-    by_rank: bool = False,
-) -> Fused:
-    """The candidate's score (0 when it is in neither list)."""
-    base = relevance(settings, keyword, vector, coverage, by_rank=by_rank)
-    weight = prior(settings, confidence, recency)
-    return Fused(base, weight, base * (1 + settings.prior_weight * weight))

@@ -121,28 +121,25 @@ def _rank(
     of the whole ranking, whatever the limit.
     """
     settings = core.config.search
-    keyword_ranks = fusion.ranks([(k.id, k.score, k.adjacency) for k in keyword])
-    vector_ranks = fusion.ranks(similar)
+    # No calibrated vector scores (fewer vectors than fusion.OUTLIER_MIN_ENTRIES): by rank.
+    by_rank = bool(similar) and not vector_share
     keyword_of, similarity_of = {k.id: k for k in keyword}, dict(similar)
     list_coverage = max((k.coverage for k in keyword), default=0.0)
     best = keyword[0].score if keyword else 0.0
-    # No calibrated vector scores (fewer vectors than fusion.OUTLIER_MIN_ENTRIES): by rank.
-    by_rank = bool(similar) and not vector_share
-    relevant = []
-    for memory_id in facts:
-        if memory_id in exclude:
-            continue
-        found = keyword_of.get(memory_id)
-        at = vector_ranks.get(memory_id)
-        base = fusion.relevance(
-            settings,
-            None if found is None else fusion.Signal(keyword_ranks[memory_id], found.score / best),
-            None if at is None else fusion.Signal(at, vector_share.get(memory_id, 0.0)),
-            list_coverage,
-            by_rank=by_rank,
-        )
-        if base > 0:  # else in no list (a weight of 0): nothing about it matches
-            relevant.append((base, memory_id))
+    fused = fusion.relevances(
+        settings,
+        [(k.id, k.score, k.adjacency) for k in keyword],
+        similar,
+        vector_share,
+        list_coverage,
+        by_rank=by_rank,
+    )
+    # In no list, or a weight of 0: nothing about the entry matches.
+    relevant = [
+        (base, memory_id)
+        for memory_id, base in fused.items()
+        if base > 0 and memory_id in facts and memory_id not in exclude
+    ]
     relevant.sort(reverse=True)
     if len(relevant) > limit:
         floor = relevant[limit - 1][0] / (1 + settings.prior_weight)
@@ -231,18 +228,19 @@ def _similar(
     depth = min(settings.vector_candidates, len(ids))
     # Ties by id (ids are sorted): the same list whatever the limit.
     best = np.argsort(-similarities, kind="stable")[:depth]
-    top = float(similarities[best[0]])
+    chosen = similarities[best]
     threshold = fusion.outlier_z(settings, len(ids))
-    calibrated = len(ids) >= fusion.OUTLIER_MIN_ENTRIES
-    found, share = [], {}
-    for i in best.tolist():
-        similarity = float(similarities[i])
-        z = (similarity - mean) / spread if spread > 0 else 0.0
-        if fusion.admitted(settings, similarity, z, threshold):
-            found.append((ids[i], min(1.0, similarity)))
-            if calibrated:
-                scale = top - mean
-                share[ids[i]] = (similarity - mean) / scale if scale > 1e-9 else 1.0
+    z = (chosen - mean) / spread if spread > 0 else np.zeros_like(chosen)
+    keep = fusion.admitted(settings, chosen, z, threshold)
+    kept, cosines = best[keep].tolist(), chosen[keep].tolist()
+    found = [(ids[i], min(1.0, c)) for i, c in zip(kept, cosines, strict=True)]
+    share: dict[str, float] = {}
+    if len(ids) >= fusion.OUTLIER_MIN_ENTRIES:  # else no distribution: fused by rank
+        scale = float(chosen[0]) - mean
+        share = {
+            ids[i]: (c - mean) / scale if scale > 1e-9 else 1.0
+            for i, c in zip(kept, cosines, strict=True)
+        }
     return found, share, embed_ms, True
 
 
