@@ -20,7 +20,7 @@ from memkeeper import MemoryStore
 from memkeeper.records import Memory
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 from memkeeper.store import fusion, semantic
-from memkeeper.store.bm25 import score_all
+from memkeeper.store.bm25 import query_terms, score_all, score_rows
 
 KEY_ENV = "ZHIPUAI_API_KEY"
 QUERY = "which food makes Ann sick"
@@ -167,3 +167,20 @@ def test_a_prefix_match_weighs_less_than_the_whole_word() -> None:
     (carla,) = [s for s in score_all(rows, "car") if s.id == "carla"]
     assert 0 < carla.coverage < 1
     assert [s.id for s in score_all(rows, "pd")] == ["pdf"]
+
+
+def test_kept_postings_score_as_the_row_by_row_scan() -> None:
+    """score_all reads matches from the rows' kept postings; the scores are exactly those
+    of the scan over every row, for whole words, prefixes and CJK pairs."""
+    rng = random.Random(3)
+    words = ["report", "reports", "format", "pdf", "carla", "car", "ines", "封面", "公司", "logo"]
+    rows = [
+        (f"m{i}", rng.choice([None, f"k_{rng.choice(words)}"]), " ".join(rng.sample(words, 3)))
+        for i in range(60)
+    ]
+    chars = sum(len(k or "") + len(v) for _, k, v in rows)
+    for query in ("report format", "pd", "ca", "封面公司", "what car does Ines use", "zzz"):
+        wanted = query_terms(query)
+        scan = score_rows(rows, wanted, total=len(rows), mean_length=chars / len(rows))
+        assert score_all(rows, query) == scan
+        assert score_all(rows, query) == scan  # the kept postings, a second time

@@ -42,7 +42,10 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from memkeeper.store.bm25_index import RowsIndex
 
 K1 = 1.2
 B = 0.75
@@ -160,16 +163,28 @@ def entry_counts(key: str | None, value: str) -> Counts:
 
 
 def score_rows(
-    rows: Iterable[Sequence[Any]], query: QueryTerms, *, total: int, mean_length: float
+    rows: Iterable[Sequence[Any]],
+    query: QueryTerms,
+    *,
+    total: int,
+    mean_length: float,
+    index: RowsIndex | None = None,
 ) -> list[Scored]:
     """BM25 of each row ``(id, key, value)`` that contains a query term, best first (equal
     scores by their pairs' BM25, then by id), with its coverage; ``total`` and
-    ``mean_length`` are the user's entry count and mean length."""
+    ``mean_length`` are the user's entry count and mean length. With ``index`` (the rows'
+    postings, :mod:`memkeeper.store.bm25_index`) the matches are read from it."""
     rows = list(rows)
-    matched, df = _matches(rows, query.terms, exact=True)
+
+    def find(wanted: Sequence[str], exact: bool) -> tuple[list[Match], Counter[str]]:
+        if index is not None:
+            return index.matches(wanted, exact=exact)
+        return _matches(rows, wanted, exact=exact)
+
+    matched, df = find(query.terms, True)
     missing = [t for t in query.terms if not df[t]]
     if missing:  # a term no entry has as a word: taken as a prefix ("pd" finds "pdf")
-        more, more_df = _matches(rows, missing, exact=False)
+        more, more_df = find(missing, False)
         df.update(more_df)
         merged = {m[0]: m for m in matched}
         for memory_id, chars, length, found in more:
@@ -186,17 +201,21 @@ def score_rows(
     avgdl = avgdl if avgdl > 0 else 1.0
     idf = {t: _idf(n, df[t]) for t in query.terms}
     whole = sum(idf.values()) or 1.0
-    paired = _pairs_found(rows, matched, query.pairs)
+    ids = {m[0] for m in matched}
+    paired = _pairs_found([r for r in rows if r[0] in ids] if query.pairs else [], query.pairs)
     pair_df = Counter(p for found in paired.values() for p, _ in found)
     scored = []
-    for memory_id, _, length, found in matched:
+    pair_idf = {p: _idf(n, df) for p, df in pair_df.items()}
+    for memory_id, _, length, found in matched:  # plain loops: the hot path of a search
         norm = K1 * (1 - B + B * length / avgdl)
-        score = sum(share * idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf, share in found)
-        adjacency = sum(
-            _idf(n, pair_df[p]) * tf * (K1 + 1) / (tf + norm) for p, tf in paired.get(memory_id, [])
-        )
-        covered = sum(share * idf[t] for t, _, share in found) / whole
-        scored.append(Scored(memory_id, score, covered, adjacency))
+        score = covered = adjacency = 0.0
+        for t, tf, share in found:
+            weight = share * idf[t]
+            score += weight * tf * (K1 + 1) / (tf + norm)
+            covered += weight
+        for p, tf in paired.get(memory_id, ()):
+            adjacency += pair_idf[p] * tf * (K1 + 1) / (tf + norm)
+        scored.append(Scored(memory_id, score, covered / whole, adjacency))
     scored.sort(key=lambda item: (-item.score, -item.adjacency, item.id))
     return scored
 
@@ -206,19 +225,15 @@ def _idf(n: int, df: int) -> float:
 
 
 def _pairs_found(
-    rows: Sequence[Sequence[Any]], matched: Sequence[Match], wanted: Sequence[str]
+    rows: Sequence[Sequence[Any]], wanted: Sequence[str]
 ) -> dict[str, list[tuple[str, int]]]:
-    """The query pairs each matched row holds, with their counts (a pair's row holds its
-    characters, so it is among the matched)."""
-    if not wanted:
-        return {}
-    ids = {m[0] for m in matched}
+    """The query pairs each of the matched rows holds, with their counts (a pair's row
+    holds its characters, so it is among the matched)."""
     out: dict[str, list[tuple[str, int]]] = {}
     for memory_id, key, value in rows:
-        if memory_id in ids:
-            counts = entry_counts(key, value).pairs
-            if found := [(p, counts[p]) for p in wanted if p in counts]:
-                out[memory_id] = found
+        counts = entry_counts(key, value).pairs
+        if found := [(p, counts[p]) for p in wanted if p in counts]:
+            out[memory_id] = found
     return out
 
 
@@ -310,8 +325,16 @@ def keyword_scores(
 def score_all(rows: Sequence[Sequence[Any]], query: str) -> list[Scored]:
     """:func:`keyword_scores` over a small user's whole set ``(id, key, value)`` already
     read: the same statistics; every row is a candidate (its cached terms decide)."""
+    from memkeeper.store.bm25_index import rows_index
+
     wanted = query_terms(query)
     if not wanted.terms or not rows:
         return []
-    chars = sum(len(row[1] or "") + len(row[2]) for row in rows)
-    return score_rows(rows, wanted, total=len(rows), mean_length=chars / len(rows))
+    index = rows_index(rows)
+    return score_rows(
+        index.rows,
+        wanted,
+        total=len(rows),
+        mean_length=index.total_chars / len(rows),
+        index=index,
+    )
