@@ -8,12 +8,14 @@ the user's profile (the default namespace ``""``), never anyone else's:
   :mod:`memkeeper.storage.keywords`); works offline and without a key;
 * the vector list — the ``[search] vector_candidates`` entries whose current vector is
   most similar to the query's embedding (:mod:`memkeeper.storage.vectors`, a brute-force dot
-  product), at or above ``[search] min_similarity``. Without a key, without vectors, or when
-  the query cannot be embedded (:mod:`memkeeper.store.semantic`), it is empty.
+  product), at or above ``[search] min_similarity`` or an outlier of the user's similarities
+  (:func:`memkeeper.store.fusion.admitted`). Without a key, without vectors, or when the
+  query cannot be embedded (:mod:`memkeeper.store.semantic`), it is empty.
 
 Each candidate (active or pending review; cold entries with ``include_cold``; superseded
-values never) is scored by :mod:`memkeeper.store.fusion`: reciprocal-rank fusion of its two
-ranks, times a bounded prior of confidence and recent use. Neither list depends on
+values never) is scored by :mod:`memkeeper.store.fusion`: a fusion of its two lists' scores,
+each on its list's own scale (or of their ranks), times a bounded prior of confidence and
+recent use. Neither list depends on
 ``limit``, so the first k hits of a search are the hits of the same search with limit k.
 The hits returned are marked used exactly as ``recall`` marks its value
 (:func:`memkeeper.store.recall.mark_found` and :func:`~memkeeper.store.recall.restore_found`):
