@@ -106,6 +106,16 @@ def test_a_query_that_matches_nothing_returns_nothing(db_path: Path) -> None:
     assert hits == [] and hits.semantic
 
 
+def test_entries_all_alike_have_no_outlier(db_path: Path) -> None:
+    """Every entry at the same cosine (0.1) but one at 0.1 + 1e-4: a spread of float noise,
+    no distribution, so no outlier and nothing returned."""
+    with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
+        fillers = _fillers(store)
+        cosines = {m.id: 0.1 for m in fillers} | {fillers[0].id: 0.1 + 1e-4}
+        _give_vectors(store, cosines)
+        assert store.search("u", QUERY, limit=3) == []
+
+
 def test_outlier_threshold_grows_with_the_entries() -> None:
     """The Bonferroni quantile: what any of n unrelated entries reaches with outlier_p."""
     settings = embed_config("http://127.0.0.1:9").search

@@ -75,6 +75,12 @@ vectors give unrelated texts cosines of 0.5-0.75, scaling by them lost 3 of 42 q
 ranks find)."""
 
 
+MIN_SPREAD = 1e-3
+"""Similarities spread less than this (standard deviation) are one value, not a
+distribution: no entry is an outlier of them (a user's entries all alike would otherwise
+make float noise of 1e-5 look like five standard deviations)."""
+
+
 def outlier_z(settings: SearchSection, entries: int) -> float:
     """The z-score above which an entry is in the vector list whatever its cosine: the
     value that *any* of ``entries`` unrelated entries reaches with a chance of only

@@ -232,7 +232,8 @@ def _similar(
     best = np.argsort(-similarities, kind="stable")[:depth]
     chosen = similarities[best]
     threshold = fusion.outlier_z(settings, len(ids))
-    z = (chosen - mean) / spread if spread > 0 else np.zeros_like(chosen)
+    outliers = spread >= fusion.MIN_SPREAD  # else no distribution: the floor alone
+    z = (chosen - mean) / spread if outliers else np.zeros_like(chosen)
     keep = fusion.admitted(settings, chosen, z, threshold)
     kept, cosines = best[keep].tolist(), chosen[keep].tolist()
     found = [(ids[i], min(1.0, c)) for i, c in zip(kept, cosines, strict=True)]
