@@ -8,7 +8,8 @@ Tokenization (:func:`terms`), the same for queries and entries:
   finds ``report_format`` and "deployed" finds "deploy", while "the" never matches
   "others". No stop-word list: BM25's idf already makes a word every entry has weigh next
   to nothing (measured on the recall evaluation, dropping stop words lost recall).
-  A query term that is no entry's word is taken as a prefix ("pd" finds "pdf").
+  A query term that is no entry's word is taken as a prefix ("pd" finds "pdf"), its BM25
+  scaled by the share of the word it is (:func:`_prefix`), so whole words lead.
 * **Chinese, Japanese, Korean** (no spaces): each run of such characters is scored by its
   characters (as textbook BM25 over CJK does), so "公司logo" finds "封面加公司logo" through
   ``公`` ``司`` and ``logo``, and a shared character counts by its idf (little when common).
@@ -31,7 +32,8 @@ many of them contain the term::
 Every statistic is of that user's own rows: another user's entries never change a user's
 ranking. The rows are the user's entries containing a query term as a substring (the
 candidates of :mod:`memkeeper.storage.keywords`), so ``df`` is exact up to that module's
-caps. Entries' term counts are cached per process by text (:data:`CACHE_SIZE`).
+caps. Entries' term counts are cached per process by text (:data:`CACHE_SIZE`), and a small
+user's postings by its rows (:mod:`memkeeper.store.bm25_index`).
 """
 
 from __future__ import annotations
