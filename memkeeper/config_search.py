@@ -8,6 +8,8 @@ embeddings client and the ``index`` job.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from memkeeper.config_base import Section
@@ -24,27 +26,35 @@ class SearchSection(Section):
         "MEMKEEPER_RETRIEVAL=off in the environment also turns it off.",
     )
     limit: int = Field(3, gt=0, le=1000, description="Hits search() returns by default.")
+    fusion: Literal["relative", "rrf"] = Field(
+        "relative",
+        description="How the keyword and vector lists are fused: relative (each list's scores "
+        "on its own scale: BM25 / the best BM25, and (cosine - mean) / (best - mean) over the "
+        "user's entries) or rrf (reciprocal rank: 1 / (rrf_k + rank)). README, Finding "
+        "memories.",
+    )
     weight_similarity: float = Field(
         1.0,
         ge=0,
         le=100,
-        description="Weight of the vector list in the reciprocal-rank fusion: an entry ranked "
-        "r by similarity adds weight_similarity / (rrf_k + r) to its relevance.",
+        description="Weight of the vector list: an entry adds weight_similarity x (cosine - "
+        "mean) / (best - mean) to its relevance (rrf: weight_similarity / (rrf_k + rank)).",
     )
     weight_keyword: float = Field(
         1.0,
         ge=0,
         le=100,
-        description="Weight of the keyword list (BM25 over the user's own entries) in the "
-        "reciprocal-rank fusion: weight_keyword x coverage / (rrf_k + rank), coverage the "
-        "share of the query's idf the list's best match carries.",
+        description="Weight of the keyword list (BM25 over the user's own entries): an entry "
+        "adds weight_keyword x coverage x BM25 / the best BM25 (rrf: weight_keyword x "
+        "coverage / (rrf_k + rank)), coverage the share of the query's idf the list's best "
+        "match carries.",
     )
     rrf_k: float = Field(
         60,
         ge=1,
         le=1000,
-        description="The reciprocal-rank fusion constant: larger flattens the gap between "
-        "neighbouring ranks.",
+        description="With fusion = rrf, the reciprocal-rank fusion constant: larger flattens "
+        "the gap between neighbouring ranks.",
     )
     vector_candidates: int = Field(
         100,
@@ -59,7 +69,7 @@ class SearchSection(Section):
         le=1,
         description="How much confidence and recent use can raise a relevant entry's score: "
         "score = relevance x (1 + prior_weight x prior), prior 0-1. At 0.01 it breaks ties "
-        "and near-ties, never a whole rank among the first forty of a list.",
+        "and relevance differences under 1 %.",
     )
     weight_confidence: float = Field(
         3.0,
@@ -82,7 +92,17 @@ class SearchSection(Section):
         ge=-1,
         le=1,
         description="An entry is in the vector list when its similarity to the query is at "
-        "least this (keyword matches are always in the keyword list).",
+        "least this, or when it is an outlier (outlier_p); keyword matches are always in the "
+        "keyword list.",
+    )
+    outlier_p: float = Field(
+        0.01,
+        ge=0,
+        le=0.5,
+        description="An entry below min_similarity is in the vector list when its similarity "
+        "is so far above the user's other entries' that any of them reaches it only with this "
+        "chance (its z-score above the normal quantile 1 - outlier_p / entries, from 20 "
+        "entries up). 0: min_similarity alone.",
     )
     context_episodes: int = Field(
         5, ge=0, le=1000, description="Most recent episodes of the namespace in context()."

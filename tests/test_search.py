@@ -116,7 +116,7 @@ def test_formula_and_components(store: MemoryStore) -> None:
     prior = (weights.weight_confidence * 0.95 + weights.weight_recency) / (
         weights.weight_confidence + weights.weight_recency
     )
-    relevance = weights.weight_keyword / (weights.rrf_k + 1)
+    relevance = weights.weight_keyword * 1.0 * 1.0  # coverage 1 (every word), the best BM25
     assert hit.score == pytest.approx(relevance * (1 + weights.prior_weight * prior))
 
 

@@ -48,6 +48,14 @@ from memkeeper.cli import App, json_option, pass_app, print_json
     help="With --search-eval: 6 users and 240 questions (full), or 3 users and 48 (smoke).",
 )
 @click.option(
+    "--eval-seed",
+    type=int,
+    default=21,
+    show_default=True,
+    help="With --search-eval: the seed of the generated set (another seed, another set from "
+    "the same templates).",
+)
+@click.option(
     "--mcp-clients",
     type=click.IntRange(min=1),
     help="Instead: N MCP clients over HTTP during a pass and without one, each tool's latency "
@@ -74,6 +82,7 @@ def bench(
     keep: Path | None,
     search_eval: bool,
     eval_size: str,
+    eval_seed: int,
     mcp_clients: int | None,
     startup_runs: int | None,
     as_json: bool,
@@ -118,7 +127,10 @@ def bench(
         from memkeeper.bench.recall_eval import table as eval_table
 
         figures = run_recall_eval(
-            app.config, size=eval_size, say=lambda text: click.echo(f"bench: {text}", err=True)
+            app.config,
+            size=eval_size,
+            seed=eval_seed,
+            say=lambda text: click.echo(f"bench: {text}", err=True),
         )
         if as_json:
             print_json(figures)

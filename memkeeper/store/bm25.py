@@ -8,7 +8,8 @@ Tokenization (:func:`terms`), the same for queries and entries:
   finds ``report_format`` and "deployed" finds "deploy", while "the" never matches
   "others". No stop-word list: BM25's idf already makes a word every entry has weigh next
   to nothing (measured on the recall evaluation, dropping stop words lost recall).
-  A query term that is no entry's word is taken as a prefix ("pd" finds "pdf").
+  A query term that is no entry's word is taken as a prefix ("pd" finds "pdf"), its BM25
+  scaled by the share of the word it is (:func:`_prefix`), so whole words lead.
 * **Chinese, Japanese, Korean** (no spaces): each run of such characters is scored by its
   characters (as textbook BM25 over CJK does), so "公司logo" finds "封面加公司logo" through
   ``公`` ``司`` and ``logo``, and a shared character counts by its idf (little when common).
@@ -31,7 +32,8 @@ many of them contain the term::
 Every statistic is of that user's own rows: another user's entries never change a user's
 ranking. The rows are the user's entries containing a query term as a substring (the
 candidates of :mod:`memkeeper.storage.keywords`), so ``df`` is exact up to that module's
-caps. Entries' term counts are cached per process by text (:data:`CACHE_SIZE`).
+caps. Entries' term counts are cached per process by text (:data:`CACHE_SIZE`), and a small
+user's postings by its rows (:mod:`memkeeper.store.bm25_index`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from memkeeper.store.bm25_index import RowsIndex
 
 K1 = 1.2
 B = 0.75
@@ -160,16 +165,28 @@ def entry_counts(key: str | None, value: str) -> Counts:
 
 
 def score_rows(
-    rows: Iterable[Sequence[Any]], query: QueryTerms, *, total: int, mean_length: float
+    rows: Iterable[Sequence[Any]],
+    query: QueryTerms,
+    *,
+    total: int,
+    mean_length: float,
+    index: RowsIndex | None = None,
 ) -> list[Scored]:
     """BM25 of each row ``(id, key, value)`` that contains a query term, best first (equal
     scores by their pairs' BM25, then by id), with its coverage; ``total`` and
-    ``mean_length`` are the user's entry count and mean length."""
+    ``mean_length`` are the user's entry count and mean length. With ``index`` (the rows'
+    postings, :mod:`memkeeper.store.bm25_index`) the matches are read from it."""
     rows = list(rows)
-    matched, df = _matches(rows, query.terms, exact=True)
+
+    def find(wanted: Sequence[str], exact: bool) -> tuple[list[Match], Counter[str]]:
+        if index is not None:
+            return index.matches(wanted, exact=exact)
+        return _matches(rows, wanted, exact=exact)
+
+    matched, df = find(query.terms, True)
     missing = [t for t in query.terms if not df[t]]
     if missing:  # a term no entry has as a word: taken as a prefix ("pd" finds "pdf")
-        more, more_df = _matches(rows, missing, exact=False)
+        more, more_df = find(missing, False)
         df.update(more_df)
         merged = {m[0]: m for m in matched}
         for memory_id, chars, length, found in more:
@@ -186,16 +203,21 @@ def score_rows(
     avgdl = avgdl if avgdl > 0 else 1.0
     idf = {t: _idf(n, df[t]) for t in query.terms}
     whole = sum(idf.values()) or 1.0
-    paired = _pairs_found(rows, matched, query.pairs)
+    ids = {m[0] for m in matched}
+    paired = _pairs_found([r for r in rows if r[0] in ids] if query.pairs else [], query.pairs)
     pair_df = Counter(p for found in paired.values() for p, _ in found)
     scored = []
-    for memory_id, _, length, found in matched:
+    pair_idf = {p: _idf(n, df) for p, df in pair_df.items()}
+    for memory_id, _, length, found in matched:  # plain loops: the hot path of a search
         norm = K1 * (1 - B + B * length / avgdl)
-        score = sum(idf[t] * tf * (K1 + 1) / (tf + norm) for t, tf in found)
-        adjacency = sum(
-            _idf(n, pair_df[p]) * tf * (K1 + 1) / (tf + norm) for p, tf in paired.get(memory_id, [])
-        )
-        scored.append(Scored(memory_id, score, sum(idf[t] for t, _ in found) / whole, adjacency))
+        score = covered = adjacency = 0.0
+        for t, tf, share in found:
+            weight = share * idf[t]
+            score += weight * tf * (K1 + 1) / (tf + norm)
+            covered += weight
+        for p, tf in paired.get(memory_id, ()):
+            adjacency += pair_idf[p] * tf * (K1 + 1) / (tf + norm)
+        scored.append(Scored(memory_id, score, covered / whole, adjacency))
     scored.sort(key=lambda item: (-item.score, -item.adjacency, item.id))
     return scored
 
@@ -205,19 +227,15 @@ def _idf(n: int, df: int) -> float:
 
 
 def _pairs_found(
-    rows: Sequence[Sequence[Any]], matched: Sequence[Match], wanted: Sequence[str]
+    rows: Sequence[Sequence[Any]], wanted: Sequence[str]
 ) -> dict[str, list[tuple[str, int]]]:
-    """The query pairs each matched row holds, with their counts (a pair's row holds its
-    characters, so it is among the matched)."""
-    if not wanted:
-        return {}
-    ids = {m[0] for m in matched}
+    """The query pairs each of the matched rows holds, with their counts (a pair's row
+    holds its characters, so it is among the matched)."""
     out: dict[str, list[tuple[str, int]]] = {}
     for memory_id, key, value in rows:
-        if memory_id in ids:
-            counts = entry_counts(key, value).pairs
-            if found := [(p, counts[p]) for p in wanted if p in counts]:
-                out[memory_id] = found
+        counts = entry_counts(key, value).pairs
+        if found := [(p, counts[p]) for p in wanted if p in counts]:
+            out[memory_id] = found
     return out
 
 
@@ -232,31 +250,42 @@ class Scored(NamedTuple):
     adjacency: float = 0.0
 
 
-Match = tuple[str, int, int, list[tuple[str, int]]]
-"""(id, characters, terms, [(query term, tf)]) of a row that matched."""
+Match = tuple[str, int, int, list[tuple[str, int, float]]]
+"""(id, characters, terms, [(query term, tf, share)]) of a row that matched; ``share`` is 1
+for a whole word, the prefix's share of its word for a prefix match (:func:`_prefix`)."""
 
 
 def _matches(
     rows: Sequence[Sequence[Any]], wanted: Sequence[str], *, exact: bool
 ) -> tuple[list[Match], Counter[str]]:
     """Each row containing a wanted term (as a word, or a word's prefix): (id, characters,
-    terms, [(term, tf)]), and each term's document frequency among them."""
+    terms, [(term, tf, share)]), and each term's document frequency among them."""
     matched: list[Match] = []
     df: Counter[str] = Counter()
+    cached = _cache.get  # a dict read is atomic; entry_counts fills what is missing
     for memory_id, key, value in rows:
-        counts, length, _ = entry_counts(key, value)
+        counts, length, _ = cached((key or "", value)) or entry_counts(key, value)
         if exact:
-            found = [(t, counts[t]) for t in wanted if t in counts]
+            found = [(t, counts[t], 1.0) for t in wanted if t in counts]
         else:
-            found = [(t, n) for t in wanted if (n := _prefix_count(counts, t))]
+            found = [(t, *hit) for t in wanted if (hit := _prefix(counts, t))[0]]
         if found:
             matched.append((memory_id, len(key or "") + len(value), length, found))
-            df.update(t for t, _ in found)
+            df.update(t for t, _, _ in found)
     return matched, df
 
 
-def _prefix_count(counts: Counter[str], prefix: str) -> int:
-    return sum(n for term, n in counts.items() if term.startswith(prefix))
+def _prefix(counts: Counter[str], prefix: str) -> tuple[int, float]:
+    """How often the entry holds a word starting with ``prefix``, and the largest share of
+    such a word the prefix is ("pd" of "pdf": 2/3; "car" of "carla": 3/5; "in" of "ines":
+    1/2). The share scales the term's BM25, so a partial match weighs less than a whole word
+    of the same rarity: "car" no longer ties Carla's entries with Ann's for "what car does
+    Ann drive?" (counted whole, it did, and lost to textbook BM25)."""
+    tf, share = 0, 0.0
+    for term, n in counts.items():
+        if term.startswith(prefix):
+            tf, share = tf + n, max(share, len(prefix) / len(term))
+    return tf, share
 
 
 def reset() -> None:
@@ -298,8 +327,16 @@ def keyword_scores(
 def score_all(rows: Sequence[Sequence[Any]], query: str) -> list[Scored]:
     """:func:`keyword_scores` over a small user's whole set ``(id, key, value)`` already
     read: the same statistics; every row is a candidate (its cached terms decide)."""
+    from memkeeper.store.bm25_index import rows_index
+
     wanted = query_terms(query)
     if not wanted.terms or not rows:
         return []
-    chars = sum(len(row[1] or "") + len(row[2]) for row in rows)
-    return score_rows(rows, wanted, total=len(rows), mean_length=chars / len(rows))
+    index = rows_index(rows)
+    return score_rows(
+        index.rows,
+        wanted,
+        total=len(rows),
+        mean_length=index.total_chars / len(rows),
+        index=index,
+    )

@@ -8,12 +8,14 @@ the user's profile (the default namespace ``""``), never anyone else's:
   :mod:`memkeeper.storage.keywords`); works offline and without a key;
 * the vector list — the ``[search] vector_candidates`` entries whose current vector is
   most similar to the query's embedding (:mod:`memkeeper.storage.vectors`, a brute-force dot
-  product), at or above ``[search] min_similarity``. Without a key, without vectors, or when
-  the query cannot be embedded (:mod:`memkeeper.store.semantic`), it is empty.
+  product), at or above ``[search] min_similarity`` or an outlier of the user's similarities
+  (:func:`memkeeper.store.fusion.admitted`). Without a key, without vectors, or when the
+  query cannot be embedded (:mod:`memkeeper.store.semantic`), it is empty.
 
 Each candidate (active or pending review; cold entries with ``include_cold``; superseded
-values never) is scored by :mod:`memkeeper.store.fusion`: reciprocal-rank fusion of its two
-ranks, times a bounded prior of confidence and recent use. Neither list depends on
+values never) is scored by :mod:`memkeeper.store.fusion`: a fusion of its two lists' scores,
+each on its list's own scale (or of their ranks), times a bounded prior of confidence and
+recent use. Neither list depends on
 ``limit``, so the first k hits of a search are the hits of the same search with limit k.
 The hits returned are marked used exactly as ``recall`` marks its value
 (:func:`memkeeper.store.recall.mark_found` and :func:`~memkeeper.store.recall.restore_found`):
@@ -83,13 +85,15 @@ def search(
             states=LIVE_STATES,
             columns=(*FACTS, "value"),
         )
-    similar, embed_ms, used_vectors = _similar(core, user_id, namespaces, query, every)
+    similar, vector_share, embed_ms, used_vectors = _similar(
+        core, user_id, namespaces, query, every
+    )
     keyword, facts = _keyword_and_facts(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
     )
     if min_confidence > 0:
         facts = {i: row for i, row in facts.items() if row["confidence"] >= min_confidence}
-    ranked = _rank(core, keyword, similar, facts, exclude, limit)
+    ranked = _rank(core, keyword, similar, vector_share, facts, exclude, limit)
     chosen = SearchResults(_mark(core, _load(core, ranked, facts)))
     chosen.embed_ms = embed_ms
     chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
@@ -106,6 +110,7 @@ def _rank(
     core: StoreCore,
     keyword: list[Scored],
     similar: list[tuple[str, float]],
+    vector_share: dict[str, float],
     facts: dict[str, Any],
     exclude: Collection[str],
     limit: int,
@@ -118,27 +123,29 @@ def _rank(
     of the whole ranking, whatever the limit.
     """
     settings = core.config.search
-    keyword_ranks = fusion.ranks([(k.id, k.score, k.adjacency) for k in keyword])
-    vector_ranks = fusion.ranks(similar)
+    # No calibrated vector scores (fewer vectors than fusion.OUTLIER_MIN_ENTRIES): by rank.
+    by_rank = bool(similar) and not vector_share
     keyword_of, similarity_of = {k.id: k for k in keyword}, dict(similar)
     list_coverage = max((k.coverage for k in keyword), default=0.0)
-    relevant = []
-    for memory_id in facts:
-        if memory_id in exclude:
-            continue
-        base = fusion.relevance(
-            settings,
-            keyword_ranks.get(memory_id),
-            vector_ranks.get(memory_id),
-            list_coverage,
-        )
-        if base > 0:  # else in no list (a weight of 0): nothing about it matches
-            relevant.append((base, memory_id))
+    best = keyword[0].score if keyword else 0.0
+    fused = fusion.relevances(
+        settings,
+        [(k.id, k.score, k.adjacency) for k in keyword],
+        similar,
+        vector_share,
+        list_coverage,
+        by_rank=by_rank,
+    )
+    # In no list, or a weight of 0: nothing about the entry matches.
+    relevant = [
+        (base, memory_id)
+        for memory_id, base in fused.items()
+        if base > 0 and memory_id in facts and memory_id not in exclude
+    ]
     relevant.sort(reverse=True)
     if len(relevant) > limit:
         floor = relevant[limit - 1][0] / (1 + settings.prior_weight)
         relevant = [r for r in relevant if r[0] >= floor * (1 - 1e-12)]
-    best = keyword[0].score if keyword else 0.0
     now = core.now()
     ranked: list[tuple[Ranked, datetime]] = []
     for base, memory_id in relevant:
@@ -189,10 +196,12 @@ def _similar(
     namespaces: Sequence[str],
     query: str,
     every: list[tuple[Any, ...]] | None,
-) -> tuple[list[tuple[str, float]], float, bool]:
+) -> tuple[list[tuple[str, float]], dict[str, float], float, bool]:
     """The vector list: up to ``vector_candidates`` entries most similar to ``query`` (id,
-    cosine; best first, at or above ``min_similarity``), the embedding's ms, and whether
-    similarity took part (False: keyword-only)."""
+    cosine; best first, admitted by :func:`memkeeper.store.fusion.admitted`), each one's
+    share of the list's scale ((cosine - mean) / (best - mean) over the user's vectors; none
+    under :data:`memkeeper.store.fusion.OUTLIER_MIN_ENTRIES` vectors: fused by rank), the
+    embedding's ms, and whether similarity took part (False: keyword-only)."""
     settings = core.config.search
     entries = None
     if every is not None:
@@ -208,23 +217,34 @@ def _similar(
             entries=entries,
         )
     if not ids:
-        return [], 0.0, False
+        return [], {}, 0.0, False
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
     if vector is None:
-        return [], embed_ms, False
+        return [], {}, embed_ms, False
     import numpy as np
 
     similarities = matrix @ vector
+    mean, spread = float(similarities.mean()), float(similarities.std())
+    depth = min(settings.vector_candidates, len(ids))
     # Ties by id (ids are sorted): the same list whatever the limit.
-    best = np.argsort(-similarities, kind="stable")[: settings.vector_candidates]
-    found = [
-        (ids[i], float(min(1.0, similarities[i])))
-        for i in best
-        if similarities[i] >= settings.min_similarity
-    ]
-    return found, embed_ms, True
+    best = np.argsort(-similarities, kind="stable")[:depth]
+    chosen = similarities[best]
+    threshold = fusion.outlier_z(settings, len(ids))
+    outliers = spread >= fusion.MIN_SPREAD  # else no distribution: the floor alone
+    z = (chosen - mean) / spread if outliers else np.zeros_like(chosen)
+    keep = fusion.admitted(settings, chosen, z, threshold)
+    kept, cosines = best[keep].tolist(), chosen[keep].tolist()
+    found = [(ids[i], min(1.0, c)) for i, c in zip(kept, cosines, strict=True)]
+    share: dict[str, float] = {}
+    if len(ids) >= fusion.OUTLIER_MIN_ENTRIES:  # else no distribution: fused by rank
+        scale = float(chosen[0]) - mean
+        share = {
+            ids[i]: (c - mean) / scale if scale > 1e-9 else 1.0
+            for i, c in zip(kept, cosines, strict=True)
+        }
+    return found, share, embed_ms, True
 
 
 def _keyword_and_facts(

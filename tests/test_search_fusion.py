@@ -1,0 +1,196 @@
+"""Search fusion (issue 21): relative score fusion, the outlier admission under the
+similarity floor, a no-match query staying silent, and prefix matches weighing less.
+
+The entries' vectors are chosen (stored as the index job stores them) against the fake
+embeddings server's vector of the query, so each test sets the similarities it needs.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_embeddings import DIMS, FakeEmbeddings, embed_config, fake_vector
+
+from memkeeper import MemoryStore
+from memkeeper.records import Memory
+from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
+from memkeeper.store import fusion, semantic
+from memkeeper.store.bm25 import query_terms, score_all, score_rows
+
+KEY_ENV = "ZHIPUAI_API_KEY"
+QUERY = "which food makes Ann sick"
+FILLERS = 40  # enough entries for a distribution (fusion.OUTLIER_MIN_ENTRIES)
+
+
+@pytest.fixture(autouse=True)
+def fresh_semantic(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("MEMKEEPER_RETRIEVAL", raising=False)
+    monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
+    semantic.reset()
+    yield
+    semantic.reset()
+
+
+def _unit(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector]
+
+
+def _at_similarity(query: list[float], cosine: float, rng: random.Random) -> list[float]:
+    """A unit vector whose cosine with the unit ``query`` is ``cosine``."""
+    noise = [rng.gauss(0, 1) for _ in query]
+    along = sum(n * q for n, q in zip(noise, query, strict=True))
+    orthogonal = _unit([n - along * q for n, q in zip(noise, query, strict=True)])
+    rest = math.sqrt(1 - cosine * cosine)
+    return [cosine * q + rest * o for q, o in zip(query, orthogonal, strict=True)]
+
+
+def _give_vectors(store: MemoryStore, cosines: dict[str, float], seed: int = 5) -> None:
+    """Store each entry's vector at its cosine with the query (unlisted entries: ~0)."""
+    rng = random.Random(seed)
+    query = _unit(fake_vector(QUERY, DIMS))
+    rows = []
+    for m in store.list_memories():
+        text = embedding_text(m.kind, m.key, m.value)
+        cosine = cosines.get(m.id, rng.gauss(0, 0.04))
+        vector = _at_similarity(query, cosine, rng)
+        rows.append((m.id, store.config.search.embedding_model, DIMS, text_hash(text), vector))
+    with store.storage.lock:
+        store_vectors(store.storage.hot, rows)
+
+
+def _fillers(store: MemoryStore) -> list[Memory]:
+    places = ["garden", "museum", "bakery", "harbour", "station", "library", "market"]
+    return [
+        store.add_note("u", f"talked to Ben about the {places[i % 7]} for an hour, #{i}")
+        for i in range(FILLERS)
+    ]
+
+
+def _store(db_path: Path, url: str, **search: Any) -> MemoryStore:
+    return MemoryStore(db_path, config=embed_config(url, search=search))
+
+
+def test_an_outlier_under_the_floor_is_found(db_path: Path) -> None:
+    """A cosine of 0.25 (under min_similarity 0.3) far above every other entry's: in the
+    vector list by the outlier rule, so a paraphrase sharing no word with it finds it."""
+    with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
+        _fillers(store)
+        answer = store.add_note("u", "she is allergic to peanuts")
+        _give_vectors(store, {answer.id: 0.25})
+        hits = store.search("u", QUERY, limit=3)
+    assert [h.memory.id for h in hits] == [answer.id]
+    assert hits[0].similarity == pytest.approx(0.25, abs=1e-3)
+
+
+def test_without_the_outlier_rule_the_floor_alone_decides(db_path: Path) -> None:
+    with FakeEmbeddings() as fake, _store(db_path, fake.url, outlier_p=0) as store:
+        _fillers(store)
+        answer = store.add_note("u", "she is allergic to peanuts")
+        _give_vectors(store, {answer.id: 0.25})
+        assert store.search("u", QUERY, limit=3) == []
+
+
+def test_a_query_that_matches_nothing_returns_nothing(db_path: Path) -> None:
+    """No shared word and no entry standing out of the user's similarities: no hit, even
+    though one entry is the closest (the outlier rule is a test, not a top-1)."""
+    with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
+        fillers = _fillers(store)
+        _give_vectors(store, {fillers[3].id: 0.12})
+        hits = store.search("u", QUERY, limit=10)
+    assert hits == [] and hits.semantic
+
+
+def test_entries_all_alike_have_no_outlier(db_path: Path) -> None:
+    """Every entry at the same cosine (0.1) but one at 0.1 + 1e-4: a spread of float noise,
+    no distribution, so no outlier and nothing returned."""
+    with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
+        fillers = _fillers(store)
+        cosines = {m.id: 0.1 for m in fillers} | {fillers[0].id: 0.1 + 1e-4}
+        _give_vectors(store, cosines)
+        assert store.search("u", QUERY, limit=3) == []
+
+
+def test_outlier_threshold_grows_with_the_entries() -> None:
+    """The Bonferroni quantile: what any of n unrelated entries reaches with outlier_p."""
+    settings = embed_config("http://127.0.0.1:9").search
+    assert fusion.outlier_z(settings, fusion.OUTLIER_MIN_ENTRIES - 1) == math.inf
+    assert fusion.outlier_z(settings, 260) == pytest.approx(3.96, abs=0.01)
+    assert fusion.outlier_z(settings, 500) > fusion.outlier_z(settings, 260)
+    off = settings.model_copy(update={"outlier_p": 0.0})
+    assert fusion.outlier_z(off, 500) == math.inf
+
+
+@pytest.mark.parametrize(("mode", "first"), [("relative", "answer"), ("rrf", "named")])
+def test_a_clear_vector_hit_beats_a_weak_keyword_list(db_path: Path, mode: str, first: str) -> None:
+    """The keyword list of a paraphrase is every entry sharing the name; its best (a short
+    entry about Ann) is also the vector list's second. By rank (rrf) the two ranks 1 and 2
+    beat the vector list's clear best; by relative scores the clear best leads (its
+    cosine 0.6 against 0.35, the rest about 0)."""
+    with FakeEmbeddings() as fake, _store(db_path, fake.url, fusion=mode) as store:
+        _fillers(store)
+        named = store.remember("u", "ann", "Ann")
+        for i in range(5):
+            store.add_note("u", f"Ann called about the weekend plans, number {i}")
+        answer = store.add_note("u", "she is allergic to peanuts")
+        _give_vectors(store, {answer.id: 0.6, named.id: 0.35})
+        hits = store.search("u", QUERY, limit=3)
+    expected = {"answer": answer.id, "named": named.id}[first]
+    assert hits[0].memory.id == expected
+    assert {answer.id, named.id} <= {h.memory.id for h in hits}
+
+
+def test_a_small_user_is_fused_by_rank(db_path: Path) -> None:
+    """Under OUTLIER_MIN_ENTRIES vectors there is no distribution to scale by: the
+    relative setting fuses by rank, as rrf does (the same scores)."""
+    scores = {}
+    for mode in ("relative", "rrf"):
+        path = db_path.with_name(f"{mode}.db")
+        with FakeEmbeddings() as fake, _store(path, fake.url, fusion=mode) as store:
+            store.remember("u", "ann", "Ann")
+            store.add_note("u", "Ann called about the weekend plans")
+            store.add_note("u", "she is allergic to peanuts")
+            entries = sorted(store.list_memories(), key=lambda m: m.value)
+            _give_vectors(store, {m.id: 0.6 - 0.1 * i for i, m in enumerate(entries)})
+            scores[mode] = [round(h.score, 9) for h in store.search("u", QUERY, limit=3)]
+        semantic.reset()
+    assert scores["relative"] == scores["rrf"] and len(scores["rrf"]) == 3
+
+
+def test_a_prefix_match_weighs_less_than_the_whole_word() -> None:
+    """'car' is no entry's word, so it is taken as a prefix — of 'carla'. Counted whole it
+    put Carla's entry (her name twice) before Ann's for a question about Ann; scaled by the
+    share of the word (3/5) it comes after, and a prefix alone still finds ('pd': 'pdf')."""
+    rows = [
+        ("ann", None, "Ann drives a Subaru to the office"),
+        ("carla", "pet_carla", "Carla adopted a ferret"),
+        *((f"f{i}", None, f"lunch near the station, note {i}") for i in range(6)),
+        ("pdf", "report_format", "pdf please"),
+    ]
+    found = [s.id for s in score_all(rows, "what car does Ann commute in?")]
+    assert found[:2] == ["ann", "carla"]
+    (carla,) = [s for s in score_all(rows, "car") if s.id == "carla"]
+    assert 0 < carla.coverage < 1
+    assert [s.id for s in score_all(rows, "pd")] == ["pdf"]
+
+
+def test_kept_postings_score_as_the_row_by_row_scan() -> None:
+    """score_all reads matches from the rows' kept postings; the scores are exactly those
+    of the scan over every row, for whole words, prefixes and CJK pairs."""
+    rng = random.Random(3)
+    words = ["report", "reports", "format", "pdf", "carla", "car", "ines", "封面", "公司", "logo"]
+    rows = [
+        (f"m{i}", rng.choice([None, f"k_{rng.choice(words)}"]), " ".join(rng.sample(words, 3)))
+        for i in range(60)
+    ]
+    chars = sum(len(k or "") + len(v) for _, k, v in rows)
+    for query in ("report format", "pd", "ca", "封面公司", "what car does Ines use", "zzz"):
+        wanted = query_terms(query)
+        scan = score_rows(rows, wanted, total=len(rows), mean_length=chars / len(rows))
+        assert score_all(rows, query) == scan
+        assert score_all(rows, query) == scan  # the kept postings, a second time
