@@ -210,3 +210,24 @@ def test_a_job_run_finishes_a_forget_interrupted_after_its_commit(db_path: Path)
     assert files_containing(db_path, SECRET_COLD.encode()) == []
     assert store.storage.hot.execute("SELECT count(*) FROM pending_scrubs").fetchone()[0] == 0
     store.close()
+
+
+def test_forget_drops_the_keyword_postings_kept_in_memory(db_path: Path) -> None:
+    """A search keeps a small user's keyword postings in the process (store/bm25_index.py);
+    a forget must not leave the erased values there until they happen to be evicted."""
+    from memkeeper.store import bm25_index
+
+    store = MemoryStore(db_path, clock=fixed(T0))
+    store.remember("carol", "city", "Zanzibarville")
+    store.remember("dave", "city", "Lisbon")
+    assert store.search("carol", "Zanzibarville")
+    assert store.search("dave", "Lisbon")
+
+    def kept_values() -> set[str]:
+        return {row[2] for index in bm25_index._kept.values() for row in index.rows}
+
+    assert "Zanzibarville" in kept_values()
+    store.forget_user("carol")
+    assert "Zanzibarville" not in kept_values()
+    assert store.search("dave", "Lisbon")  # other users are searched as before
+    store.close()

@@ -90,6 +90,6 @@ def rows_index(rows: Sequence[Sequence[Any]]) -> RowsIndex:
 
 
 def reset() -> None:
-    """Forget the kept postings (tests)."""
+    """Forget the kept postings: after every erasure (no erased value stays kept), in tests."""
     with _lock:
         _kept.clear()
