@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sqlite_utils import Database
-
 from memkeeper.records import Change
 from memkeeper.storage.changelog import CHANGE_FILTERS
+from memkeeper.storage.connection import Database
 
 
 def query_changes(

@@ -34,8 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from memkeeper.config_search import SearchSection
+if TYPE_CHECKING:
+    from memkeeper.config_search import SearchSection
 
 
 def ranks(scored: Sequence[tuple[str, float] | tuple[str, float, float]]) -> dict[str, int]:
