@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memkeeper.storage.connection import utils_database
@@ -24,14 +23,20 @@ MIGRATIONS_TABLE = "_sqlite_migrations"
 """Where sqlite-utils' ``Migrations`` records each applied step (migration_set, name)."""
 
 
-@dataclass(frozen=True)
 class Step:
     """One registered step: its name, its function (given the file's sqlite-utils
-    ``Database``) and whether it runs in a transaction."""
+    ``Database``) and whether it runs in a transaction. (A plain class: a dataclass would
+    cost its build at every start.)"""
 
-    name: str
-    fn: Callable[[Any], None]
-    transactional: bool = True
+    __slots__ = ("fn", "name", "transactional")
+
+    def __init__(self, name: str, fn: Callable[[Any], None], transactional: bool = True) -> None:
+        self.name = name
+        self.fn = fn
+        self.transactional = transactional
+
+    def __repr__(self) -> str:
+        return f"Step({self.name!r}, transactional={self.transactional})"
 
 
 def applied_names(conn: sqlite3.Connection, migration_set: str) -> list[str]:

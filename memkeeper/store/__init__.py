@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memkeeper.clock import Clock, system_now
-from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchResults
 from memkeeper.settings import database_paths, resolve
 from memkeeper.storage.files import Storage
 from memkeeper.storage.sqlite import Tuning
@@ -43,6 +42,7 @@ from memkeeper.store.entries import DEFAULT_CONFIDENCE, new_memory_id
 
 if TYPE_CHECKING:
     from memkeeper.config import Config
+    from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchResults
 
 __all__ = ["DEFAULT_CONFIDENCE", "MemoryStore", "new_memory_id", "resolve_paths"]
 
