@@ -6,9 +6,10 @@ time of each run is taken from outside (process start to exit). The median is th
 the target is 150 ms (README, Performance) on an idle machine; Python alone, measured the
 same way, is reported beside it so a loaded machine's figures can be read.
 
-Also reported: the modules each command imports that it should not (structlog, the job
-runner, the scheduler, the LLM SDK; numpy for recall and remember), by ``-X importtime`` of
-one more run.
+Also reported: the modules each command imports that it should not (:data:`KEPT_OFF`: the
+config schema and pydantic, sqlite-utils, numpy, structlog, the job runner, the scheduler,
+the LLM SDK), by ``-X importtime`` of one more run, and how memkeeper is installed (an
+editable install adds its import finder, ~10 ms, to every start).
 """
 
 from __future__ import annotations
@@ -29,14 +30,38 @@ COMMANDS: dict[str, list[str]] = {
     "remember": ["remember", "bench-user", "tone", "brief"],
     "search": ["search", "bench-user", "Paris"],
 }
-KEPT_OFF = ("structlog", "memkeeper.maintenance.runner", "apscheduler", "zhipuai", "httpx")
-"""Modules a memory command must not import (README, Performance: start-up)."""
-KEPT_OFF_BY_COMMAND: dict[str, tuple[str, ...]] = {
-    "recall": ("numpy",),
-    "remember": ("numpy",),
-}
-"""And those one command must not import either: search reads the stored vectors (numpy)
-before it knows whether the query can be embedded."""
+KEPT_OFF = (
+    "pydantic",
+    "memkeeper.config",
+    "sqlite_utils",
+    "numpy",
+    "structlog",
+    "memkeeper.maintenance.runner",
+    "apscheduler",
+    "zhipuai",
+    "httpx",
+)
+"""Modules a memory command must not import with no config file and no API key (README,
+Performance: start-up): the schema is built only to validate a file, sqlite-utils loads only
+to migrate a file, numpy only to compare vectors."""
+
+
+def install_kind() -> str:
+    """How the memkeeper being measured is installed: ``regular`` (a wheel, ``pip install
+    .``: the package is in site-packages), ``editable`` (``pip install -e``) or ``source
+    tree`` (run from a checkout)."""
+    import json
+    from importlib import metadata
+
+    import memkeeper
+
+    if "site-packages" in Path(memkeeper.__file__).resolve().parts:
+        return "regular"
+    try:
+        direct = metadata.distribution("memkeeper").read_text("direct_url.json") or "{}"
+    except metadata.PackageNotFoundError:
+        return "source tree"
+    return "editable" if json.loads(direct).get("dir_info", {}).get("editable") else "source tree"
 
 
 def _environment(db: Path, home: Path) -> dict[str, str]:
@@ -90,6 +115,7 @@ def measure_startup(runs: int = 20, say: Callable[[str], None] | None = None) ->
         python = [sys.executable, "-c", "pass"]
         figures: dict[str, Any] = {
             "runs": runs,
+            "install": install_kind(),
             "target_ms": TARGET_MS,
             "python_ms": statistics.median(_wall_ms(python, env) for _ in range(runs)),
             "commands": {},
@@ -99,9 +125,9 @@ def measure_startup(runs: int = 20, say: Callable[[str], None] | None = None) ->
             if say:
                 say(f"{name}: {runs} runs")
             times = [_wall_ms(argv, env) for _ in range(runs)]
-            kept_off = KEPT_OFF + KEPT_OFF_BY_COMMAND.get(name, ())
-            leaked = sorted(m for m in _imported(argv, env) if m.split(".")[0] in kept_off
-                            or m in kept_off)  # fmt: skip
+            leaked = sorted(
+                m for m in _imported(argv, env) if m in KEPT_OFF or m.split(".")[0] in KEPT_OFF
+            )
             figures["commands"][name] = {
                 "median_ms": statistics.median(times),
                 "min_ms": min(times),
@@ -115,7 +141,8 @@ def measure_startup(runs: int = 20, say: Callable[[str], None] | None = None) ->
 def startup_table(figures: dict[str, Any]) -> str:
     lines = [
         f"start-up, median of {figures['runs']} fresh processes "
-        f"(target {figures['target_ms']:.0f} ms; python alone {figures['python_ms']:.0f} ms)",
+        f"(target {figures['target_ms']:.0f} ms; python alone {figures['python_ms']:.0f} ms; "
+        f"{figures['install']} install)",
     ]
     for name, row in figures["commands"].items():
         leaked = ", ".join(row["kept_off_imported"]) or "none"
