@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from memkeeper.config import Config
+from memkeeper.config_view import as_model
 
 HEADER = """\
 # memkeeper configuration — every key, with its default.
@@ -99,7 +100,7 @@ def _render_table(model: BaseModel, prefix: str, description: str | None) -> lis
 
 def render_config(config: Config | None = None) -> str:
     """The TOML text of ``config`` (defaults when None), every key commented."""
-    body = _render_table(config or Config(), "", None)
+    body = _render_table(Config() if config is None else as_model(config), "", None)
     return HEADER + "\n" + "\n".join(body).lstrip("\n") + "\n"
 
 

@@ -88,8 +88,31 @@ class DefaultConfig:
     def __repr__(self) -> str:
         return repr(self.real())
 
+    def __reduce__(self) -> tuple[Any, tuple[tuple[str, ...]]]:
+        return (view_at, (self._where,))  # pickled as where it is in the defaults
+
+    def __copy__(self) -> DefaultConfig:
+        return self  # read-only: a copy would be the same
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DefaultConfig:
+        return self
+
     def __dir__(self) -> list[str]:
         return sorted(set(self._data) | set(dir(self.real())))
+
+
+def view_at(where: tuple[str, ...]) -> DefaultConfig:
+    """The view of the section at ``where`` (``("jobs", "expire")``; ``()``: the whole)."""
+    view: Any = DefaultConfig()
+    for name in where:
+        view = getattr(view, name)
+    return view
+
+
+def as_model(config: Any) -> Any:
+    """``config`` as the pydantic model itself: for code that walks the schema (its fields,
+    their descriptions), which a view does not have."""
+    return config.real() if isinstance(config, DefaultConfig) else config
 
 
 def defaults() -> Config:

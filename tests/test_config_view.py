@@ -65,6 +65,21 @@ def test_the_view_answers_what_only_the_model_has() -> None:
         _ = view.no_such_section
 
 
+def test_the_view_pickles_copies_and_shows_like_the_model(cli) -> None:
+    import copy
+    import pickle
+
+    from memkeeper.config_doc import render_config
+
+    view = defaults()
+    assert pickle.loads(pickle.dumps(view)) == view
+    assert pickle.loads(pickle.dumps(view.jobs.expire)).ttl_days.fact == 180
+    assert copy.deepcopy(view) is view and copy.copy(view) is view
+    assert copy.deepcopy(view.limits) == Config().limits
+    code, out, _err = cli("config", "show")  # no config file: the view, rendered
+    assert (code, out) == (0, render_config())
+
+
 def test_no_file_gives_the_view_and_a_file_the_schema(tmp_path: Path) -> None:
     assert isinstance(load_config(None), DefaultConfig)
     assert isinstance(load_config(tmp_path / "absent.toml"), DefaultConfig)
