@@ -192,6 +192,7 @@ def test_bench_startup_reports_the_median_of_each_command(capsys) -> None:
     assert set(figures["commands"]) == {"recall", "remember", "search"}
     for row in figures["commands"].values():
         assert row["min_ms"] <= row["median_ms"] <= row["max_ms"]
+        assert row["cpu_median_ms"] > 0
         assert row["kept_off_imported"] == []
     assert figures["target_ms"] == 150
     assert figures["install"] in {"regular", "editable", "source tree"}
