@@ -13,7 +13,6 @@ file, the key and what is wrong.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -21,6 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, ValidationError, field_validator
 
 from memkeeper.config_base import JobSection, Section
+from memkeeper.config_file import load_config
 from memkeeper.config_jobs import (
     JOB_ORDER,
     DemoteJob,
@@ -303,37 +303,3 @@ def parse_config(data: dict[str, Any], path: Path) -> Config:
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_errors(path, exc)) from None
-
-
-def load_config(path: Path | None, *, explicit: bool = False) -> Config:
-    """Load and validate a config file; ``None`` or a missing implicit file gives defaults."""
-    if path is None:
-        return Config()
-    path = Path(path).expanduser()
-    try:
-        exists = path.exists()
-        is_dir = exists and path.is_dir()
-    except OSError as exc:  # a directory on the way this user may not enter
-        raise ConfigError(
-            f"cannot read config file {path}: {exc.strerror or exc} (check the permissions "
-            f"of {path.parent})"
-        ) from None
-    if not exists:
-        if explicit:
-            raise ConfigError(f"config file {path} does not exist")
-        return Config()
-    if is_dir:
-        raise ConfigError(f"config file {path} is a directory")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    return parse_config(data, path)

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from memkeeper.config import Config
+from memkeeper.config_view import as_model
 
 HEADER = """\
 # memkeeper configuration — every key, with its default.
@@ -99,5 +100,46 @@ def _render_table(model: BaseModel, prefix: str, description: str | None) -> lis
 
 def render_config(config: Config | None = None) -> str:
     """The TOML text of ``config`` (defaults when None), every key commented."""
-    body = _render_table(config or Config(), "", None)
+    body = _render_table(Config() if config is None else as_model(config), "", None)
     return HEADER + "\n" + "\n".join(body).lstrip("\n") + "\n"
+
+
+DEFAULTS_HEADER = '''\
+"""The default configuration as plain data, for start-up without pydantic (generated).
+
+Generated from the schema (memkeeper/config.py) by :func:`memkeeper.config_doc.render_defaults`;
+do not edit: ``python -c 'from memkeeper.config_doc import render_defaults as r; print(r(),
+end="")' > /tmp/defaults.py && mv /tmp/defaults.py memkeeper/config_defaults.py`` (through a
+file elsewhere: importing the schema reads this module, so it must not be emptied first;
+tests/test_config_view.py checks the two match).
+:mod:`memkeeper.config_view` reads it when no config file exists, so that the memory commands
+start without building the schema (README, Performance: start-up).
+"""
+
+from typing import Any
+
+DEFAULTS: dict[str, Any] = '''
+
+
+def _python_value(value: object, indent: int) -> list[str]:
+    """``value`` as Python source, a dict one key a line (ruff format leaves it as it is)."""
+    if isinstance(value, dict):
+        pad = "    " * (indent + 1)
+        lines = ["{"]
+        for key, item in value.items():
+            rendered = _python_value(item, indent + 1)
+            lines.append(f"{pad}{json.dumps(key)}: {rendered[0]}")
+            lines.extend(rendered[1:])
+            lines[-1] += ","
+        lines.append("    " * indent + "}")
+        return lines
+    if isinstance(value, str):
+        return [json.dumps(value)]
+    if isinstance(value, bool | int | float):
+        return [repr(value)]
+    raise TypeError(f"cannot render {value!r} as a plain default")
+
+
+def render_defaults() -> str:
+    """The text of :mod:`memkeeper.config_defaults`: ``Config().model_dump()`` as a literal."""
+    return DEFAULTS_HEADER + "\n".join(_python_value(Config().model_dump(), 0)) + "\n"

@@ -13,9 +13,9 @@ from typing import Literal
 from pydantic import Field
 
 from memkeeper.config_base import Section
+from memkeeper.paths import ENV_RETRIEVAL
 
-ENV_RETRIEVAL = "MEMKEEPER_RETRIEVAL"
-"""``MEMKEEPER_RETRIEVAL=off`` turns retrieval off whatever the config says (seed 003 §4.3)."""
+__all__ = ["ENV_RETRIEVAL", "SearchSection"]
 
 
 class SearchSection(Section):

@@ -19,6 +19,8 @@ CONFIG_FILENAME = "config.toml"
 ENV_DB = "MEMKEEPER_DB"
 ENV_CONFIG = "MEMKEEPER_CONFIG"
 ENV_NOW = "MEMKEEPER_NOW"
+ENV_RETRIEVAL = "MEMKEEPER_RETRIEVAL"
+"""``MEMKEEPER_RETRIEVAL=off`` turns retrieval off whatever the config says (seed 003 §4.3)."""
 
 
 def user_data_dir() -> Path:

@@ -1,14 +1,16 @@
 """Small typed value objects that memkeeper hands out.
 
 Records are immutable snapshots: changing memory goes through :class:`memkeeper.MemoryStore`,
-never through a record. Every time on a record is a timezone-aware UTC datetime.
+never through a record. Every time on a record is a timezone-aware UTC datetime. The records
+beyond an entry and its search results (Message, Episode, Change, JobRun, Context) are
+defined in :mod:`memkeeper.records_more` and read from here as well.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -50,7 +52,7 @@ _FROM_STORED: dict[str, Callable[[Any], Any]] = {
 }
 
 
-class _Record:
+class Record:
     """Shared helpers: building a record from a stored row, and a JSON-ready dict of it."""
 
     @classmethod
@@ -72,7 +74,7 @@ class _Record:
 
 
 @dataclass(frozen=True, slots=True)
-class Memory(_Record):
+class Memory(Record):
     """One fact, preference or note, wherever it lives (hot file or cold storage)."""
 
     id: str
@@ -134,71 +136,7 @@ class Memory(_Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Message(_Record):
-    """One conversation message of a session."""
-
-    id: int
-    user_id: str
-    namespace: str
-    session_id: str
-    role: str
-    content: str
-    created_at: datetime
-    summarized_at: datetime | None = None
-    summary_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Episode(_Record):
-    """One finished (or abandoned) task: the project-level event log of seed 003."""
-
-    id: int
-    user_id: str
-    namespace: str
-    task_name: str
-    input_summary: str
-    output_summary: str
-    user_feedback: str
-    status: str
-    created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Change(_Record):
-    """One row of the change log: who changed which memory, when, why, from what to what."""
-
-    id: int
-    at: datetime
-    actor: str
-    run_id: str | None
-    action: str
-    memory_id: str | None
-    user_id: str | None
-    namespace: str | None
-    reason: str
-    source: str | None
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class JobRun(_Record):
-    """One run of one maintenance job."""
-
-    run_id: str
-    job: str
-    trigger: str
-    started_at: datetime
-    finished_at: datetime | None
-    status: str
-    counts: dict[str, Any]
-    error: str | None
-    dry_run: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit(_Record):
+class SearchHit(Record):
     """One search result: the memory, its total score and each component of the score.
 
     ``similarity`` (cosine of the embeddings, 0-1; 0 without a vector), ``keyword`` (the
@@ -237,13 +175,14 @@ class SearchResults(list[SearchHit]):
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Context(_Record):
-    """The prompt prefill for one user: the slots (``memories``), the entries relevant to the
-    query (``relevant``, when one was given), the namespace's recent episodes (oldest
-    first), and the ready prompt text with a section for each."""
+_ELSEWHERE = frozenset({"Change", "Context", "Episode", "JobRun", "Message"})
+"""Records defined in :mod:`memkeeper.records_more`, read from here too: each dataclass costs
+about a millisecond to build at import, and ``recall`` needs only :class:`Memory`."""
 
-    memories: list[Memory]
-    text: str
-    relevant: list[SearchHit] = field(default_factory=list)
-    episodes: list[Episode] = field(default_factory=list)
+
+def __getattr__(name: str) -> Any:
+    if name in _ELSEWHERE:
+        from memkeeper import records_more
+
+        return getattr(records_more, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,9 +26,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from memkeeper.config import Config, load_config
+from memkeeper.config_file import load_config
 from memkeeper.paths import (
     CONFIG_FILENAME,
     DB_FILENAME,
@@ -38,6 +38,9 @@ from memkeeper.paths import (
     user_config_dir,
     user_data_dir,
 )
+
+if TYPE_CHECKING:
+    from memkeeper.config import Config
 
 DbSource = Literal["argument", "environment", "config", "default"]
 """Where the hot database path came from: ``--db``/argument, ``MEMKEEPER_DB``,
@@ -81,8 +84,8 @@ def config_file(path: str | Path | None = None) -> tuple[Path, bool]:
 def load(config: Config | str | Path | None = None) -> tuple[Config, Path | None, bool]:
     """The configuration: ``config`` itself if it is a Config, else the file it names or
     the default file (see :func:`config_file`). Returns (config, file consulted, explicit)."""
-    if isinstance(config, Config):
-        return config, None, False
+    if config is not None and not isinstance(config, str | os.PathLike):
+        return config, None, False  # a Config (or the defaults' view): used as it is
     path, explicit = config_file(config)
     return load_config(path, explicit=explicit), path, explicit
 

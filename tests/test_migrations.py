@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 from helpers import T0, raw_rows
 from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
 
 from memkeeper import MemoryStore
 from memkeeper.clock import to_db
 from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
 from memkeeper.storage.sqlite import FileKind, open_database
+from memkeeper.storage.steps import Steps
 
 
 def step_names(kind: FileKind) -> list[str]:
@@ -168,9 +168,9 @@ def test_a_0001_cold_file_migrates_forward(tmp_path: Path) -> None:
 
 def _with_extra_step(kind: FileKind, name: str, step) -> FileKind:
     """A copy of ``kind`` whose migrations have one more step at the end (a future version)."""
-    future = Migrations(kind.migrations.name)
-    for migration in kind.migrations._migrations:
-        future(name=migration.name, transactional=migration.transactional)(migration.fn)
+    future = Steps(kind.migrations.name)
+    for known in kind.migrations.steps:
+        future(name=known.name, transactional=known.transactional)(known.fn)
     future(name=name)(step)
     return replace(kind, migrations=future, steps=(*kind.steps, name))
 

@@ -27,9 +27,7 @@ test also fails when an exemption is no longer needed, so this list stays true):
   against), the rest generates and measures databases directly;
 - ``memkeeper/demo/run.py``: the demo's own look into the file;
 - ``memkeeper/cli/__init__.py`` and ``memkeeper/logs.py``: they catch or name
-  ``sqlite3`` errors, which storage should translate into memkeeper's own;
-- ``memkeeper/entry.py``: it imports ``sqlite_utils`` early, on purpose, without numpy (a
-  start-up time measure, not SQL).
+  ``sqlite3`` errors, which storage should translate into memkeeper's own.
 """
 
 from __future__ import annotations
@@ -52,7 +50,6 @@ REMAINING = (
     "memkeeper/demo/run.py",
     "memkeeper/cli/__init__.py",
     "memkeeper/logs.py",
-    "memkeeper/entry.py",
 )
 """Paths (a folder ends with ``/``) that still run SQL or name the driver: issue 22's rest."""
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -26,9 +26,12 @@ from click.core import ParameterSource
 from memkeeper import __version__, logs, settings
 from memkeeper.cli.commands import LazyGroup
 from memkeeper.clock import fixed, parse_user_time, system_now
-from memkeeper.config import Config, load_config
+from memkeeper.config_file import load_config
 from memkeeper.errors import EXIT_DATABASE, EXIT_ERROR, EXIT_USAGE, MemkeeperError
 from memkeeper.paths import ENV_CONFIG, ENV_NOW
+
+if TYPE_CHECKING:
+    from memkeeper.config import Config
 
 EXIT_INTERRUPTED = 130
 NOW_TOLERANCE = timedelta(minutes=1)

@@ -25,20 +25,57 @@ created, never by importing this package, so code that only names these classes 
 registry, the CLI) does not pay for them.
 """
 
-from memkeeper.llm.answer import LlmAnswer
-from memkeeper.llm.client import LlmClient
-from memkeeper.llm.endpoint import DEFAULT_BASE_URL, describe_endpoint, read_api_key
-from memkeeper.llm.errors import (
-    LlmAuthError,
-    LlmBadAnswer,
-    LlmError,
-    LlmNotConfigured,
-    LlmRequestRejected,
-    LlmUnavailable,
-    SummaryRejected,
-)
-from memkeeper.llm.retries import AUTH_STATUS, MAX_RETRY_AFTER_SECONDS, RETRYABLE_STATUS
-from memkeeper.llm.usage import Budget, Usage
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memkeeper.llm.answer import LlmAnswer
+    from memkeeper.llm.client import LlmClient
+    from memkeeper.llm.endpoint import DEFAULT_BASE_URL, describe_endpoint, read_api_key
+    from memkeeper.llm.errors import (
+        LlmAuthError,
+        LlmBadAnswer,
+        LlmError,
+        LlmNotConfigured,
+        LlmRequestRejected,
+        LlmUnavailable,
+        SummaryRejected,
+    )
+    from memkeeper.llm.retries import AUTH_STATUS, MAX_RETRY_AFTER_SECONDS, RETRYABLE_STATUS
+    from memkeeper.llm.usage import Budget, Usage
+
+_HOME = {
+    "LlmAnswer": "answer",
+    "LlmClient": "client",
+    **dict.fromkeys(("DEFAULT_BASE_URL", "describe_endpoint", "read_api_key"), "endpoint"),
+    **dict.fromkeys(
+        (
+            "LlmAuthError",
+            "LlmBadAnswer",
+            "LlmError",
+            "LlmNotConfigured",
+            "LlmRequestRejected",
+            "LlmUnavailable",
+            "SummaryRejected",
+        ),
+        "errors",
+    ),
+    **dict.fromkeys(("AUTH_STATUS", "MAX_RETRY_AFTER_SECONDS", "RETRYABLE_STATUS"), "retries"),
+    **dict.fromkeys(("Budget", "Usage"), "usage"),
+}
+"""Which module defines each name: a name loads its module on first use, so importing one
+module of the package (``memkeeper.llm.endpoint``: does search have a key?) does not import
+the client, its retries and the config schema (start-up: README, Performance)."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "AUTH_STATUS",

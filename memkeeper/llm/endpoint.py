@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from memkeeper.config import LlmSection
 from memkeeper.llm.errors import LlmNotConfigured
 from memkeeper.logs import register_secret
+
+if TYPE_CHECKING:
+    from memkeeper.config import LlmSection
 
 DEFAULT_BASE_URL = "https://open.bigmodel.cn/api/paas/v4"
 DEFAULT_KEY_ENV = "ZHIPUAI_API_KEY"

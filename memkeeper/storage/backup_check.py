@@ -25,11 +25,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from memkeeper.errors import DatabaseError, InputFileMissing
 from memkeeper.storage.schema import COLD, HOT
 from memkeeper.storage.sqlite import FileKind
+from memkeeper.storage.steps import applied_names
 
 MANIFEST = "manifest.json"
 FORMAT = "memkeeper-backup"
@@ -55,7 +54,7 @@ def count_rows(conn: sqlite3.Connection) -> dict[str, int]:
 
 def applied_steps(conn: sqlite3.Connection, kind: FileKind) -> list[str]:
     """The schema steps recorded in a file, in the order they were applied."""
-    return [step.name for step in kind.migrations.applied(Database(conn))]
+    return applied_names(conn, kind.migrations.name)
 
 
 def describe(conn: sqlite3.Connection, kind: FileKind) -> dict[str, Any]:

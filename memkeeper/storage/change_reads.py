@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlite_utils import Database
-
 from memkeeper.storage.changelog import CHANGE_FILTERS
+from memkeeper.storage.connection import Database
 
 
 def select_changes(

@@ -24,8 +24,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from sqlite_utils import Database
-
+from memkeeper.storage.connection import Database
 from memkeeper.storage.schema import COLD_COLUMNS, MEMORY_COLUMNS
 
 CHANGE_FILTERS = ("memory_id", "run_id", "user_id", "namespace", "action")

@@ -16,11 +16,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from memkeeper.errors import ColdStorageChanged, DatabaseMissing
 from memkeeper.storage import rawfile
 from memkeeper.storage.changelog import image_of
+from memkeeper.storage.connection import Database
 from memkeeper.storage.schema import COLD, HOT
 from memkeeper.storage.sqlite import Tuning, checkpoint, open_database
 

@@ -2,12 +2,13 @@
 
 Layers above ``storage/`` never import the driver (an import-linter contract will say so once
 ``store/`` is clean too, issue 22); where they pass a handle along, they name its type
-:data:`Handle`. Today it is sqlite-utils' ``Database``; a PostgreSQL backend offers its own.
+:data:`Handle`. Today it is :class:`memkeeper.storage.connection.Database`; a PostgreSQL
+backend offers its own.
 """
 
 from __future__ import annotations
 
-from sqlite_utils import Database
+from memkeeper.storage.connection import Database
 
 Handle = Database
 """One open memkeeper database (the hot file, or cold storage)."""

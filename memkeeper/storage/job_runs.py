@@ -19,9 +19,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlite_utils import Database
-
 from memkeeper.clock import from_db, to_db
+from memkeeper.storage.connection import Database
 from memkeeper.storage.files import Storage
 from memkeeper.storage.sqlite import immediate_transaction
 

@@ -33,8 +33,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from sqlite_utils import Database
-
+from memkeeper.storage.connection import Database
 from memkeeper.storage.sqlite import immediate_transaction
 
 TABLES = ("memories", "cold_memories")

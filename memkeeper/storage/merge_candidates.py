@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlite_utils import Database
-
 from memkeeper.storage.changelog import image_of
+from memkeeper.storage.connection import Database
 
 Pair = tuple[str, str]
 

@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlite_utils import Database
-
 from memkeeper.clock import to_db
+from memkeeper.storage.connection import Database
 from memkeeper.storage.files import Storage, chunks, placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlite_utils import Database
-
+from memkeeper.storage.connection import Database
 from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 

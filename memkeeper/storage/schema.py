@@ -2,8 +2,9 @@
 
 The hot file (``memory.db``) holds live memories, conversation messages, episodes, the change
 log and job runs. The cold file (``memory-cold.db``) holds retired memories. Each file has its
-own migration set (sqlite-utils ``Migrations``); a new schema step is a new decorated function
-at the end of the list, never an edit to an old one, and gets a test that builds the older
+own migration set (sqlite-utils ``Migrations``, registered through
+:class:`~memkeeper.storage.steps.Steps`); a new schema step is a new decorated function at the
+end of the list, never an edit to an old one, and gets a test that builds the older
 schema, fills it and migrates it forward.
 
 Indexes are chosen so that every maintenance rule finds what is due with a range scan, and
@@ -20,14 +21,15 @@ user, namespace, kind and key.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+from typing import TYPE_CHECKING, Any
 
 from memkeeper.storage.keywords import create_index
 from memkeeper.storage.space import convert_to_incremental
 from memkeeper.storage.sqlite import FileKind
+from memkeeper.storage.steps import Steps
+
+if TYPE_CHECKING:  # a step is given the file as sqlite-utils' Database (its Migrations run it)
+    from sqlite_utils import Database
 
 HOT_APPLICATION_ID = 0x4D4B4844  # "MKHD"
 COLD_APPLICATION_ID = 0x4D4B434C  # "MKCL"
@@ -55,14 +57,14 @@ MEMORY_COLUMNS = (
 COLD_ONLY_COLUMNS = ("cold_reason", "retired_at")
 COLD_COLUMNS = MEMORY_COLUMNS + COLD_ONLY_COLUMNS
 
-hot_migrations = Migrations("memkeeper")
-cold_migrations = Migrations("memkeeper-cold")
+hot_migrations = Steps("memkeeper")
+cold_migrations = Steps("memkeeper-cold")
 _HOT_STEPS: list[str] = []
 _COLD_STEPS: list[str] = []
 
 
 def _step(
-    migrations: Migrations, steps: list[str], name: str, *, transactional: bool = True
+    migrations: Steps, steps: list[str], name: str, *, transactional: bool = True
 ) -> Callable[[Any], Any]:
     """Register a migration step and remember its name (what this version knows).
 

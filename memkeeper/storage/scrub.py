@@ -29,9 +29,8 @@ import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from sqlite_utils import Database
-
 from memkeeper.errors import DatabaseError, LockBusy, MemkeeperError, StorageFull
+from memkeeper.storage.connection import Database
 from memkeeper.storage.rawfile import RawFile, holds_any
 from memkeeper.storage.sqlite_errors import is_locked_error
 

@@ -18,7 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
+from memkeeper.storage.connection import Database
 
 INCREMENTAL = 2
 """``PRAGMA auto_vacuum`` value of INCREMENTAL (0 is NONE, 1 is FULL)."""

@@ -18,17 +18,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+from typing import Any
 
 from memkeeper.errors import (
     DatabaseError,
     LockBusy,
     StorageUnwritable,
 )
+from memkeeper.storage.connection import Database, utils_database
 from memkeeper.storage.permissions import ExplainedConnection, read_only_error
 from memkeeper.storage.sqlite_errors import is_locked_error, translate_error
+from memkeeper.storage.steps import applied_names
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,8 @@ class FileKind:
 
     role: str
     application_id: int
-    migrations: Migrations
+    migrations: Any
+    """The steps (:class:`~memkeeper.storage.steps.Steps`, or a sqlite-utils ``Migrations``)."""
     steps: tuple[str, ...] = ()
     others: tuple[tuple[int, str], ...] = ()
 
@@ -187,13 +188,16 @@ def _set_pragmas(conn: sqlite3.Connection, path: Path, tuning: Tuning) -> None:
         raise DatabaseError(f"database file {path} cannot use WAL mode (got {mode!r})")
 
 
-def _check_not_newer(db: Database, path: Path, kind: FileKind) -> None:
-    unknown = [m.name for m in kind.migrations.applied(db) if m.name not in kind.steps]
+def _check_not_newer(db: Any, path: Path, kind: FileKind) -> list[str]:
+    """The steps applied to the file; DatabaseError if one is unknown to this version."""
+    applied = applied_names(db.conn, kind.migrations.name)
+    unknown = [name for name in applied if name not in kind.steps]
     if unknown:
         raise DatabaseError(
             f"{path} was written by a newer memkeeper (schema steps {', '.join(unknown)} are "
             "unknown to this version); upgrade memkeeper to use it"
         )
+    return applied
 
 
 def migrate(db: Database, path: Path, kind: FileKind) -> None:
@@ -205,7 +209,9 @@ def migrate(db: Database, path: Path, kind: FileKind) -> None:
     it finds its work done. A crash at any instant leaves the file either before the step or
     with its work done but unrecorded, which the next open finishes as a no-op.
     """
-    _check_not_newer(db, path, kind)
+    if set(kind.steps) <= set(_check_not_newer(db, path, kind)):
+        return  # up to date: one query, and sqlite-utils stays unimported
+    db = utils_database(db)  # its Migrations apply the steps
     try:
         while pending := kind.migrations.pending(db):
             step = pending[0]
@@ -261,7 +267,7 @@ def open_database(
             with contextlib.suppress(sqlite3.OperationalError):
                 conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         _set_pragmas(conn, path, tuning or Tuning(busy_timeout_ms=busy_timeout_ms))
-        db = Database(conn, execute_plugins=False)
+        db = Database(conn)
         migrate(db, path, kind)
     except BaseException:
         conn.close()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 
-from sqlite_utils import Database
-
 from memkeeper.errors import (
     DatabaseError,
     LockBusy,
@@ -15,6 +13,7 @@ from memkeeper.errors import (
     StorageUnwritable,
     WriteConflict,
 )
+from memkeeper.storage.connection import Database
 
 
 def is_locked_error(exc: sqlite3.Error) -> bool:

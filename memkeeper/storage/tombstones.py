@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlite_utils import Database
-
 from memkeeper.clock import from_db, to_db
+from memkeeper.storage.connection import Database
 
 SCOPES = ("memory", "key", "user")
 _ARITY = {"memory": 1, "key": 3, "user": 1}

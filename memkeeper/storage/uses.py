@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlite_utils import Database
-
 from memkeeper.clock import from_db, to_db
+from memkeeper.storage.connection import Database
 from memkeeper.storage.files import delete_in
 from memkeeper.storage.transitions import Image, used_image
 

@@ -26,8 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlite_utils import Database
-
+from memkeeper.storage.connection import Database
 from memkeeper.storage.files import chunks, delete_in, placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 
@@ -129,6 +128,11 @@ def store_vectors(db: Database, rows: Iterable[VectorRow]) -> int:
                 value,
             ).rowcount
     return written
+
+
+def has_vectors(db: Database) -> bool:
+    """Whether the file holds any vector at all (a cheap look, without numpy)."""
+    return db.conn.execute("SELECT max(rowid) FROM vectors").fetchone()[0] is not None
 
 
 def user_vectors(

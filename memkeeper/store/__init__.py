@@ -30,17 +30,19 @@ from __future__ import annotations
 import builtins
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memkeeper.clock import Clock, system_now
-from memkeeper.config import Config
-from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchResults
 from memkeeper.settings import database_paths, resolve
 from memkeeper.storage.files import Storage
 from memkeeper.storage.sqlite import Tuning
 from memkeeper.store.core import Concern as _Concern
 from memkeeper.store.core import StoreCore
 from memkeeper.store.entries import DEFAULT_CONFIDENCE, new_memory_id
+
+if TYPE_CHECKING:
+    from memkeeper.config import Config
+    from memkeeper.records import Change, Context, Episode, JobRun, Memory, Message, SearchResults
 
 __all__ = ["DEFAULT_CONFIDENCE", "MemoryStore", "new_memory_id", "resolve_paths"]
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memkeeper import validation
 from memkeeper.clock import Clock
-from memkeeper.config import Config
 from memkeeper.storage.files import Storage
 from memkeeper.storage.transitions import Outcome, Transition, apply
+
+if TYPE_CHECKING:
+    from memkeeper.config import Config
 
 
 class StoreCore:

@@ -10,7 +10,7 @@ that what was read is still true when it is written).
 
 from __future__ import annotations
 
-import secrets
+import os
 from dataclasses import replace
 from datetime import datetime
 
@@ -25,7 +25,7 @@ DEFAULT_CONFIDENCE = 0.9
 
 def new_memory_id() -> str:
     """A fresh random memory id (16 hex digits)."""
-    return secrets.token_hex(8)
+    return os.urandom(8).hex()  # what secrets.token_hex(8) does, without importing hmac
 
 
 def current_entry(

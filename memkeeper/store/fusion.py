@@ -48,9 +48,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memkeeper.config_search import SearchSection
+if TYPE_CHECKING:
+    from memkeeper.config_search import SearchSection
 
 
 def ranks(scored: Sequence[tuple[str, float] | tuple[str, float, float]]) -> dict[str, int]:

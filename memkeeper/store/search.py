@@ -38,7 +38,7 @@ from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.keywords import small_user_rows
 from memkeeper.storage.sqlite import immediate_transaction
-from memkeeper.storage.vectors import user_vectors
+from memkeeper.storage.vectors import has_vectors, user_vectors
 from memkeeper.store import fusion, semantic
 from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 from memkeeper.store.core import StoreCore
@@ -203,6 +203,14 @@ def _similar(
     under :data:`memkeeper.store.fusion.OUTLIER_MIN_ENTRIES` vectors: fused by rank), the
     embedding's ms, and whether similarity took part (False: keyword-only)."""
     settings = core.config.search
+    if not semantic.has_key(core.config):
+        # Keyword-only: the stored vectors stay unread (and numpy unloaded); the warning is
+        # for someone who has vectors this search cannot use.
+        with core.storage.lock:
+            stored = has_vectors(core.storage.hot)
+        if stored:
+            semantic.warn_no_key(core.config)
+        return [], {}, 0.0, False
     entries = None
     if every is not None:
         kind_at, key_at, value_at = FACTS.index("kind"), FACTS.index("key"), len(FACTS)

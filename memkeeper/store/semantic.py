@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memkeeper import logs
-from memkeeper.config import Config, LlmSection
-from memkeeper.config_search import ENV_RETRIEVAL
+from memkeeper.paths import ENV_RETRIEVAL
 
 if TYPE_CHECKING:  # numpy and the embeddings client load only once a query is embedded
     import numpy as np
 
+    from memkeeper.config import Config, LlmSection
     from memkeeper.llm.embeddings import Embedder
 
 log = logs.get_logger("memkeeper.search")
@@ -92,6 +92,29 @@ def embeddings_llm(config: Config) -> LlmSection:
     return config.llm.model_copy(update=update) if update else config.llm
 
 
+def has_key(config: Config) -> bool:
+    """Whether a query can be embedded at all: the embeddings' API key is set. Without it
+    search is keyword-only and reads no vectors (nor loads numpy: start-up, README
+    Performance)."""
+    from memkeeper.llm.endpoint import read_api_key
+    from memkeeper.llm.errors import LlmNotConfigured
+
+    try:
+        read_api_key(embeddings_llm(config))
+    except LlmNotConfigured:
+        return False
+    return True
+
+
+def warn_no_key(config: Config) -> None:
+    """Say once per process that search is keyword-only for want of a key."""
+    warn_once(
+        "no key",
+        "search is keyword-only: no API key for embeddings",
+        variable=embeddings_llm(config).api_key_env,
+    )
+
+
 def query_vector(config: Config, query: str) -> np.ndarray | None:
     """The query's unit embedding, or None (keyword-only search) when it cannot be had."""
     from memkeeper.llm.endpoint import describe_endpoint, read_api_key
@@ -100,11 +123,7 @@ def query_vector(config: Config, query: str) -> np.ndarray | None:
     try:
         key = read_api_key(embeddings_llm(config))
     except LlmNotConfigured:
-        warn_once(
-            "no key",
-            "search is keyword-only: no API key for embeddings",
-            variable=embeddings_llm(config).api_key_env,
-        )
+        warn_no_key(config)
         return None
     settings = config.search
     cache_key = (
