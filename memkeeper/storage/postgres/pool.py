@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from memkeeper.errors import AuthenticationFailed, DatabaseUnreachable
 from memkeeper.logs import get_logger
@@ -150,6 +150,8 @@ class Pool:
                 f"no PostgreSQL connection to {self.url.target()} free or reachable within "
                 f"{self.connect_timeout:g} s"
             ) from None
+        except PoolClosed:
+            raise  # a programming error: the store was closed
         except psycopg.OperationalError as exc:
             if exc.sqlstate is None:  # the connection itself failed, not a statement
                 raise translate_connect_error(exc, self.url) from None

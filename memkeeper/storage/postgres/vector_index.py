@@ -11,6 +11,9 @@ A search is always for one user. With a plain HNSW scan, PostgreSQL would take t
 many could get fewer hits than asked, or none; ``hnsw.iterative_scan = relaxed_order``
 (pgvector 0.8) keeps scanning until enough of the user's own rows pass the filter, and the
 outer ``ORDER BY`` restores the exact order that relaxed scanning may loosen.
+
+For a user with few rows the planner rightly prefers ``vectors_by_owner`` and an exact sort
+of those rows; the HNSW index serves the users with many.
 """
 
 from __future__ import annotations
@@ -55,8 +58,7 @@ def ensure_index(conn: psycopg.Connection, schema: str, model: str, dims: int) -
     return name
 
 
-def nearest(
-    conn: psycopg.Connection,
+def nearest_statement(
     schema: str,
     *,
     user_id: str,
@@ -64,10 +66,11 @@ def nearest(
     query: Sequence[float],
     limit: int,
     namespaces: Sequence[str] | None = None,
-) -> list[tuple[str, float]]:
-    """The user's ``limit`` nearest entries to ``query`` as (memory id, cosine distance),
-    nearest first (ties by id). Model and dimension are literals in the statement so that
-    the planner can match the partial index (a parameter could not prove its predicate)."""
+) -> tuple[sql.Composed, dict[str, object]]:
+    """The statement of :func:`nearest` and its parameters (for EXPLAIN in tests and bench).
+
+    Model and dimension are literals in the statement so that the planner can match the
+    partial index (a parameter could not prove its predicate)."""
     dims = len(query)
     owner = sql.SQL("user_id = %(user)s")
     if namespaces is not None:
@@ -82,10 +85,33 @@ def nearest(
         dims=sql.Literal(dims), schema=sql.Identifier(schema), model=sql.Literal(model), owner=owner
     )
     text = "[" + ",".join(repr(float(x)) for x in query) + "]"
+    params = {"user": user_id, "query": text, "limit": limit, "namespaces": namespaces}
+    return statement, params
+
+
+def scan_settings(conn: psycopg.Connection) -> None:
+    """Iterative, bounded HNSW scans for the rest of the caller's transaction."""
+    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {int(MAX_SCAN_TUPLES)}")
+    conn.execute(f"SET LOCAL hnsw.ef_search = {int(EF_SEARCH)}")
+
+
+def nearest(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    user_id: str,
+    model: str,
+    query: Sequence[float],
+    limit: int,
+    namespaces: Sequence[str] | None = None,
+) -> list[tuple[str, float]]:
+    """The user's ``limit`` nearest entries to ``query`` as (memory id, cosine distance),
+    nearest first (ties by id)."""
+    statement, params = nearest_statement(
+        schema, user_id=user_id, model=model, query=query, limit=limit, namespaces=namespaces
+    )
     with conn.transaction():
-        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {int(MAX_SCAN_TUPLES)}")
-        conn.execute(f"SET LOCAL hnsw.ef_search = {int(EF_SEARCH)}")
-        params = {"user": user_id, "query": text, "limit": limit, "namespaces": namespaces}
+        scan_settings(conn)
         rows = conn.execute(statement, params).fetchall()
     return [(memory_id, float(distance)) for memory_id, distance in rows]
