@@ -9,6 +9,7 @@ the server is stopped and no directory's mode may have changed.
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,12 @@ def pg_server() -> Iterator[TestServer]:
     server = TestServer.start()
     yield server
     changed = server.stop()
+    if server.reopened:  # a venv in a closed temp directory (mktemp -d): put back, and said
+        warnings.warn(
+            "pgserver opened (and the suite put back) "
+            + ", ".join(f"{p} {a:o} -> {b:o}" for p, (a, b) in server.reopened.items()),
+            stacklevel=1,
+        )
     assert changed == {}, "directory modes changed while the test PostgreSQL ran: " + ", ".join(
         f"{p} {a:o} -> {b:o}" for p, (a, b) in changed.items()
     )
