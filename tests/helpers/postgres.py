@@ -78,6 +78,15 @@ def _under(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def closed_parents(path: Path, temp: Path) -> tuple[list[Path], list[Path]]:
+    """The parents of ``path`` that pgserver (as root) would open to group and others:
+    (those outside ``temp``, which the suite refuses to let it open; those under it)."""
+    closed = [
+        p for p in ancestors(path) if stat.S_IMODE(p.stat().st_mode) & _OPEN_BITS != _OPEN_BITS
+    ]
+    return [p for p in closed if not _under(p, temp)], [p for p in closed if _under(p, temp)]
+
+
 @dataclass
 class TestServer:
     """The session's server: ``url`` for the maintenance database, ``stop`` at the end."""
@@ -112,10 +121,7 @@ class TestServer:
         modes = snapshot(watched)
         reopen = {}
         if os.geteuid() == 0:
-            closed = [
-                p for p in ancestors(POSTGRES_BIN_PATH) if modes[p] & _OPEN_BITS != _OPEN_BITS
-            ]
-            outside = [p for p in closed if not _under(p, temp)]
+            outside, inside = closed_parents(POSTGRES_BIN_PATH, temp)
             if outside:
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise RuntimeError(
@@ -123,7 +129,7 @@ class TestServer:
                     f"{modes[outside[0]]:o}) to every user; install the test venv under a "
                     f"directory others can read, or set {ENV_URL} to an external server"
                 )
-            reopen = {p: modes[p] for p in closed}
+            reopen = {p: modes[p] for p in inside}
         server = pgserver.get_server(data, cleanup_mode="stop")
         _require_passwords(server, data)
         return cls(
