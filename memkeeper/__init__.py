@@ -15,10 +15,12 @@ their first use too, so a command (or a program) that needs none of them starts 
 from typing import TYPE_CHECKING, Any
 
 from memkeeper.errors import (
+    AuthenticationFailed,
     ColdStorageChanged,
     ConfigError,
     DatabaseError,
     DatabaseMissing,
+    DatabaseUnreachable,
     ImportFileError,
     InputFileMissing,
     InvalidInput,
@@ -69,12 +71,14 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationFailed",
     "Change",
     "ColdStorageChanged",
     "ConfigError",
     "Context",
     "DatabaseError",
     "DatabaseMissing",
+    "DatabaseUnreachable",
     "Episode",
     "ImportFileError",
     "InputFileMissing",

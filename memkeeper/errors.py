@@ -21,6 +21,7 @@ EXIT_NO_INPUT = 66  # EX_NOINPUT: an input file is missing or unreadable
 EXIT_CANT_CREATE = 73  # EX_CANTCREAT: a file or directory cannot be created or written
 EXIT_DATABASE = 74  # EX_IOERR: the database file is unusable (corrupt, foreign, newer)
 EXIT_BUSY = 75  # EX_TEMPFAIL: another memkeeper holds the lock; try again later
+EXIT_NO_PERMISSION = 77  # EX_NOPERM: the database server refused memkeeper's credentials
 EXIT_CONFIG = 78  # EX_CONFIG: the configuration is invalid
 
 
@@ -102,6 +103,18 @@ class LockBusy(MemkeeperError):
     """Another memkeeper process holds the lock we need, and waiting did not help."""
 
     exit_code = EXIT_BUSY
+
+
+class DatabaseUnreachable(MemkeeperError):
+    """The database server did not answer within the connect timeout (or refused the connection)."""
+
+    exit_code = EXIT_BUSY
+
+
+class AuthenticationFailed(MemkeeperError):
+    """The database server refused the credentials (wrong password, unknown user, no access)."""
+
+    exit_code = EXIT_NO_PERMISSION
 
 
 class JobFailed(MemkeeperError):

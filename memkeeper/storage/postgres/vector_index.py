@@ -1,0 +1,117 @@
+"""pgvector: one partial HNSW index per embedding model and dimension, and the filtered query.
+
+The ``vectors.embedding`` column has no fixed dimension (models differ, and vectors of
+different models or dimensions never mix), so an index is built over the cast
+``embedding::vector(N)`` and restricted to its model and dimension: the pattern pgvector
+documents for mixed dimensions. pgvector's HNSW takes at most 2,000 dimensions; above that
+the query still works, scanning the user's rows in order (no index).
+
+A search is always for one user. With a plain HNSW scan, PostgreSQL would take the index's
+``ef_search`` nearest rows of ALL users and then drop other users' rows, so a user among
+many could get fewer hits than asked, or none; ``hnsw.iterative_scan = relaxed_order``
+(pgvector 0.8) keeps scanning until enough of the user's own rows pass the filter, and the
+outer ``ORDER BY`` restores the exact order that relaxed scanning may loosen.
+
+For a user with few rows the planner rightly prefers ``vectors_by_owner`` and an exact sort
+of those rows; the HNSW index serves the users with many.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import psycopg
+from psycopg import sql
+
+HNSW_MAX_DIMS = 2000
+# How many of the user's rows the iterative scan may visit before it gives up (pgvector's
+# default is 20,000); ef_search is the candidate list of each step.
+MAX_SCAN_TUPLES = 20_000
+EF_SEARCH = 100
+
+
+def index_name(model: str, dims: int) -> str:
+    """A stable, valid name for the model's index (model names hold any characters)."""
+    digest = hashlib.sha256(f"{model}\0{dims}".encode()).hexdigest()[:12]
+    return f"vectors_hnsw_{dims}_{digest}"
+
+
+def ensure_index(conn: psycopg.Connection, schema: str, model: str, dims: int) -> str | None:
+    """Create the HNSW index for ``model`` at ``dims`` if missing; its name, or None when the
+    dimension is beyond what HNSW indexes. Runs in the caller's transaction."""
+    if not 0 < dims <= HNSW_MAX_DIMS:
+        return None
+    name = index_name(model, dims)
+    conn.execute(
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {name} ON {schema}.vectors USING hnsw "
+            "((embedding::vector({dims})) vector_cosine_ops) "
+            "WHERE model = {model} AND dims = {dims}"
+        ).format(
+            name=sql.Identifier(name),
+            schema=sql.Identifier(schema),
+            dims=sql.Literal(dims),
+            model=sql.Literal(model),
+        )
+    )
+    return name
+
+
+def nearest_statement(
+    schema: str,
+    *,
+    user_id: str,
+    model: str,
+    query: Sequence[float],
+    limit: int,
+    namespaces: Sequence[str] | None = None,
+) -> tuple[sql.Composed, dict[str, object]]:
+    """The statement of :func:`nearest` and its parameters (for EXPLAIN in tests and bench).
+
+    Model and dimension are literals in the statement so that the planner can match the
+    partial index (a parameter could not prove its predicate)."""
+    dims = len(query)
+    owner = sql.SQL("user_id = %(user)s")
+    if namespaces is not None:
+        owner = sql.SQL("{} AND namespace = ANY(%(namespaces)s)").format(owner)
+    statement = sql.SQL(
+        "WITH hits AS MATERIALIZED ("
+        " SELECT memory_id, embedding::vector({dims}) <=> %(query)s::vector({dims}) AS distance"
+        " FROM {schema}.vectors WHERE model = {model} AND dims = {dims} AND {owner}"
+        " ORDER BY distance LIMIT %(limit)s)"
+        " SELECT memory_id, distance FROM hits ORDER BY distance, memory_id"
+    ).format(
+        dims=sql.Literal(dims), schema=sql.Identifier(schema), model=sql.Literal(model), owner=owner
+    )
+    text = "[" + ",".join(repr(float(x)) for x in query) + "]"
+    params = {"user": user_id, "query": text, "limit": limit, "namespaces": namespaces}
+    return statement, params
+
+
+def scan_settings(conn: psycopg.Connection) -> None:
+    """Iterative, bounded HNSW scans for the rest of the caller's transaction."""
+    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {int(MAX_SCAN_TUPLES)}")
+    conn.execute(f"SET LOCAL hnsw.ef_search = {int(EF_SEARCH)}")
+
+
+def nearest(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    user_id: str,
+    model: str,
+    query: Sequence[float],
+    limit: int,
+    namespaces: Sequence[str] | None = None,
+) -> list[tuple[str, float]]:
+    """The user's ``limit`` nearest entries to ``query`` as (memory id, cosine distance),
+    nearest first (ties by id)."""
+    statement, params = nearest_statement(
+        schema, user_id=user_id, model=model, query=query, limit=limit, namespaces=namespaces
+    )
+    with conn.transaction():
+        scan_settings(conn)
+        rows = conn.execute(statement, params).fetchall()
+    return [(memory_id, float(distance)) for memory_id, distance in rows]

@@ -1,0 +1,80 @@
+"""Fixtures of the PostgreSQL tests: one real server per session, a database or schema per test.
+
+Every test in this directory is marked ``postgres`` (``pytest -m "not postgres"`` skips
+them). The server is pgserver's (tests/helpers/postgres.py) or the one
+``MEMKEEPER_TEST_POSTGRES_URL`` names (its user needs CREATEDB). At the end of the session
+the server is stopped and no directory's mode may have changed.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from helpers.postgres import TestServer
+from psycopg import sql
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[TestServer]:
+    server = TestServer.start()
+    yield server
+    changed = server.stop()
+    if server.reopened:  # a venv in a closed temp directory (mktemp -d): put back, and said
+        warnings.warn(
+            "pgserver opened (and the suite put back) "
+            + ", ".join(f"{p} {a:o} -> {b:o}" for p, (a, b) in server.reopened.items()),
+            stacklevel=1,
+        )
+    assert changed == {}, "directory modes changed while the test PostgreSQL ran: " + ", ".join(
+        f"{p} {a:o} -> {b:o}" for p, (a, b) in changed.items()
+    )
+
+
+def _admin(server: TestServer) -> psycopg.Connection:
+    return psycopg.connect(server.url, autocommit=True, connect_timeout=10)
+
+
+@pytest.fixture
+def pg_database(pg_server: TestServer) -> Iterator[str]:
+    """The URL of a new, empty database of this test's own (dropped afterwards)."""
+    name = f"mk_test_{uuid.uuid4().hex[:12]}"
+    with _admin(pg_server) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield pg_server.url_for(name)
+    with _admin(pg_server) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def pg_shared_database(pg_server: TestServer) -> str:
+    """One database that tests share, each in a schema of its own (faster than a database)."""
+    name = f"mk_shared_{uuid.uuid4().hex[:8]}"
+    with _admin(pg_server) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = pg_server.url_for(name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    return url
+
+
+@pytest.fixture
+def pg_schema(pg_shared_database: str) -> Iterator[tuple[str, str]]:
+    """(database URL, schema name): a schema name of this test's own (dropped afterwards)."""
+    schema = f"mk_{uuid.uuid4().hex[:12]}"
+    yield pg_shared_database, schema
+    with psycopg.connect(pg_shared_database, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
