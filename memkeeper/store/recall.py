@@ -3,11 +3,14 @@
 Recalling an active entry records a use, not a change: the entry's ``last_accessed_at`` and
 ``access_count`` are updated in place and the use is counted in the ``uses`` table
 (:mod:`memkeeper.storage.uses`) — one short write (``BEGIN IMMEDIATE``, one ``UPDATE``, one
-upsert, commit), no change-log row. Nothing is batched: a recall that returned has recorded
-its use, so a crash loses none. State changes are logged transitions as before: a
-pending-review entry is renewed to active (``renew``) and an entry found only in cold
-storage is brought back (``restore``). On a database that cannot be written the value is
-still returned, read without marking, and a warning says so.
+upsert, commit), no change-log row: a recall that returned has recorded its use, so a crash
+loses none. A store that buffers its uses (the MCP server's,
+:mod:`memkeeper.storage.use_buffer`) reads an active entry without the write lock and adds
+the use to the buffer instead, written a few milliseconds later with others in one
+transaction (a crash loses those few milliseconds of uses). State changes are logged
+transitions as before: a pending-review entry is renewed to active (``renew``) and an entry
+found only in cold storage is brought back (``restore``). On a database that cannot be
+written the value is still returned, read without marking, and a warning says so.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Image, Transition, hot_image, used_image
+from memkeeper.storage.use_buffer import MAX_PENDING, buffering, flush
 from memkeeper.storage.uses import mark_used
 from memkeeper.store.core import StoreCore
 
@@ -82,19 +86,71 @@ def _recall_and_mark(
     core: StoreCore, user_id: str, namespace: str, key: str, kinds: Sequence[str]
 ) -> Memory | None:
     storage = core.storage
+    if buffering(storage) is not None:
+        with storage.lock:
+            rows = storage.hot.query(
+                _LIVE_BY_KEY.format(placeholders(len(kinds))), [user_id, namespace, key, *kinds]
+            )
+            found = next(iter(rows), None)
+        if found is not None and found["state"] == "active":
+            return _buffer_use(core, image_of(found), "recall")
+        # Pending review (a renewal to log) or not in the hot file: the write path below.
     with storage.lock:
         with immediate_transaction(storage.hot):
             now = core.now()
             rows = storage.hot.query(
-                "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND key = ?"
-                f" AND kind IN ({placeholders(len(kinds))})"
-                " AND state IN ('active', 'pending_review') ORDER BY last_used_at DESC",
-                [user_id, namespace, key, *kinds],
+                _LIVE_BY_KEY.format(placeholders(len(kinds))), [user_id, namespace, key, *kinds]
             )
             found = next(iter(rows), None)
             if found is not None:
                 return mark_found(core, image_of(found), now)
         return _recall_from_cold(core, user_id, namespace, key, kinds)
+
+
+_LIVE_BY_KEY = (
+    "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND key = ?"
+    " AND kind IN ({}) AND state IN ('active', 'pending_review') ORDER BY last_used_at DESC"
+)
+
+
+def _buffer_use(core: StoreCore, image: Image, by: str) -> Memory:
+    """Buffer a use of the active entry ``image`` (read without the write lock); the entry
+    as the use leaves it, counting the uses still buffered."""
+    buffer = buffering(core.storage)
+    assert buffer is not None
+    now = core.now()
+    earlier = buffer.pending(image["id"])
+    if buffer.add(image["id"], now, core.actor, by) > MAX_PENDING:
+        flush(core.storage)
+    counted = {**image, "access_count": int(image["access_count"]) + earlier}
+    return Memory.from_image(used_image(counted, now))
+
+
+def mark_hits(core: StoreCore, ids: Sequence[str], *, by: str = "search") -> dict[str, Memory]:
+    """Mark the live hot entries among ``ids`` used, as :func:`mark_found` does (buffered
+    for an active entry when the store buffers its uses); an id that is no longer live
+    (changed or erased meanwhile) is left out."""
+    storage = core.storage
+    live = " AND state IN ('active', 'pending_review')"
+    sql = f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))}){live}"
+    marked: dict[str, Memory] = {}
+    if not ids:
+        return marked
+    if buffering(storage) is not None:
+        with storage.lock:
+            rows = [image_of(row) for row in storage.hot.query(sql, list(ids))]
+        for image in rows:
+            if image["state"] == "active":
+                marked[image["id"]] = _buffer_use(core, image, by)
+        ids = [image["id"] for image in rows if image["state"] != "active"]
+        if not ids:
+            return marked
+        sql = f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))}){live}"
+    with storage.lock, immediate_transaction(storage.hot):
+        now = core.now()
+        for row in list(storage.hot.query(sql, list(ids))):
+            marked[row["id"]] = mark_found(core, image_of(row), now, by=by)
+    return marked
 
 
 _REASONS = {
