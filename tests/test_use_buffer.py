@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
 from helpers import T0, current_images, locations, replay
 from helpers.state import use_rows
 
@@ -18,6 +19,7 @@ from memkeeper.config import Config
 from memkeeper.maintenance.runner import run_once
 from memkeeper.mcp.auth import Principal
 from memkeeper.mcp.calls import Caller, call
+from memkeeper.mcp.inline import answer_inline
 from memkeeper.mcp.store_ref import StoreRef
 from memkeeper.storage import use_buffer
 
@@ -192,3 +194,56 @@ def test_the_mcp_servers_stores_buffer_and_write_on_close_and_before_explain(
     with MemoryStore(db_path, config=Config()) as store:
         assert store.get(memory.id).access_count == 5
         assert sum(day["count"] for day in use_rows(store)[memory.id]) == 5
+
+
+def _changes(store: MemoryStore) -> int:
+    return store.storage.hot.execute("SELECT count(*) FROM changes").fetchone()[0]
+
+
+def test_reads_only_stops_a_recall_that_would_write_before_it_writes(db_path: Path) -> None:
+    """On the event loop a recall may only read: a pending-review entry (a renewal to log)
+    raises NeedsWrite with nothing written, and the same recall in a thread renews it."""
+    clock = Clock(T0)
+    with MemoryStore(db_path, config=Config(), clock=clock) as store:
+        memory = store.remember("alice", "city", "Beijing")
+        clock.tick(181 * DAY)
+        run_once(store, ["expire"], now=clock())
+        use_buffer.enable(store.storage)
+        before = _changes(store)
+        for attempt in (
+            lambda: store.recall("alice", "city"),
+            lambda: store.search("alice", "Beijing"),
+        ):
+            with use_buffer.reads_only(), pytest.raises(use_buffer.NeedsWrite):
+                attempt()
+            assert _changes(store) == before
+            assert store.get(memory.id).state == "pending_review"
+        assert store.recall("alice", "city").state == "active"
+        assert store.changes(memory_id=memory.id)[-1].action == "renew"
+
+
+def test_the_event_loop_answers_reads_and_hands_writes_and_embeddings_to_a_thread(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock(T0)
+    with MemoryStore(db_path, config=Config(), clock=clock) as setup:
+        active = setup.remember("alice", "city", "Beijing")
+        setup.remember("alice", "tone", "brief", kind="preference")
+        clock.tick(31 * DAY)  # the preference (30 days) expires, the fact (180) does not
+        run_once(setup, ["expire"], now=clock())
+        before = _changes(setup)
+    caller = Caller(Principal("alice"), "test-client")
+    with StoreRef(db_path, config=Config()) as stores:
+        assert answer_inline(stores, caller, "recall", {"key": "city"}) is None  # none open
+        assert call(stores, caller, "recall", {"key": "city"})["found"]  # opens one
+        found = answer_inline(stores, caller, "recall", {"key": "city"})
+        assert found is not None and found["memory"]["id"] == active.id
+        assert answer_inline(stores, caller, "search", {"query": "Beijing"})["hits"]
+        assert answer_inline(stores, caller, "recall", {"key": "tone"}) is None  # a renewal
+        assert answer_inline(stores, caller, "remember", {"key": "k", "value": "v"}) is None
+        monkeypatch.setenv("ZHIPUAI_API_KEY", "test-key.0123456789abcdef")
+        assert answer_inline(stores, caller, "search", {"query": "Beijing"}) is None
+        with stores.borrow(create=False) as store:
+            assert store is not None and _changes(store) == before  # the loop wrote nothing
+    with MemoryStore(db_path, config=Config()) as store:
+        assert store.get(active.id).access_count == 3  # 2 recalls and a search, written

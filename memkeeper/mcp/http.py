@@ -157,6 +157,7 @@ class HttpServer:
     def __init__(self, store: Any, plan: HttpPlan) -> None:
         import uvicorn
 
+        from memkeeper.mcp.one_write import OneWriteProtocol
         from memkeeper.mcp.sdk_logs import quiet_sdk
 
         quiet_sdk(logs.debug_enabled())
@@ -166,6 +167,7 @@ class HttpServer:
             self.app,
             host=plan.host,
             port=plan.port,
+            http=OneWriteProtocol,  # httptools, each response in one write
             log_config=None,  # our handler (memkeeper.logs) renders uvicorn's lines too
             access_log=False,
             lifespan="on",

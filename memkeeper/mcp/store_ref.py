@@ -109,6 +109,19 @@ class StoreRef:
                 with self._lock:
                     self._free.append(store)
 
+    @contextmanager
+    def borrow_free(self) -> Iterator[MemoryStore | None]:
+        """A store that is open and free now, or None (nothing is opened: opening may write
+        its file, and this is for the event loop, which must not wait for that)."""
+        with self._lock:
+            store = self._free.pop() if self._free else None
+        try:
+            yield store
+        finally:
+            if store is not None:
+                with self._lock:
+                    self._free.append(store)
+
     def _take(self, create: bool) -> MemoryStore | None:
         with self._lock:
             if self._free:

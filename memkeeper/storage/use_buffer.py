@@ -7,8 +7,8 @@ uses (:func:`enable`) reads without the write lock and
 adds each use of an active entry to this process's :class:`UseBuffer` for its hot file; the
 buffer is written by :func:`flush` in one short transaction for many uses:
 
-* by its owner every few milliseconds (the MCP server: :mod:`memkeeper.mcp.store_ref`), when
-  it holds more than :data:`MAX_PENDING` uses, and when the store closes;
+* by its owner every few milliseconds (the MCP server: :mod:`memkeeper.mcp.store_ref`) and
+  when it closes;
 * inside every :func:`~memkeeper.storage.transitions.apply` of this process on that file,
   under the write lock and before the transitions' entries are re-read, so a job, an undo or
   a write of this process sees every use that happened before it: the agent still wins;
@@ -29,7 +29,8 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,8 +50,9 @@ from memkeeper.storage.uses import record_uses
 
 log = logs.get_logger("memkeeper.storage")
 
-MAX_PENDING = 5_000
-"""Uses a buffer holds before the caller that adds one flushes it itself."""
+MAX_PENDING = 100_000
+"""Most uses a buffer holds (a few MB): past it, while the file cannot be written, a use
+goes unrecorded with a warning, as a recall on a read-only database does."""
 
 _REASONS = {
     "recall": ("recalled while pending review", "recalled from cold storage"),
@@ -74,13 +76,20 @@ class UseBuffer:
         self._lock = threading.Lock()
         self._pending: dict[str, list[Use]] = {}
         self._count = 0
+        self._full = False
 
-    def add(self, memory_id: str, at: datetime, actor: str, by: str) -> int:
-        """Buffer a use; returns how many uses are pending now."""
+    def add(self, memory_id: str, at: datetime, actor: str, by: str) -> bool:
+        """Buffer a use; False (and a warning, once until the next flush) when full."""
         with self._lock:
-            self._pending.setdefault(memory_id, []).append(Use(at, actor, by))
-            self._count += 1
-            return self._count
+            if self._count >= MAX_PENDING:
+                warn, self._full = not self._full, True
+            else:
+                self._pending.setdefault(memory_id, []).append(Use(at, actor, by))
+                self._count += 1
+                return True
+        if warn:
+            log.warning("uses not recorded: the use buffer is full", pending=MAX_PENDING)
+        return False
 
     def pending(self, memory_id: str) -> int:
         """How many uses of ``memory_id`` are buffered."""
@@ -91,6 +100,7 @@ class UseBuffer:
         """Every pending use, removed from the buffer."""
         with self._lock:
             taken, self._pending, self._count = self._pending, {}, 0
+            self._full = False
             return taken
 
     def put_back(self, uses: dict[str, list[Use]]) -> None:
@@ -108,6 +118,32 @@ class UseBuffer:
 
     def __len__(self) -> int:
         return self._count
+
+
+class NeedsWrite(Exception):
+    """Raised inside :func:`reads_only` where a call would write (a renewal, a restore):
+    the caller runs it again where writing (and waiting for the write lock) is fine."""
+
+
+_ATTEMPT = threading.local()
+
+
+@contextmanager
+def reads_only() -> Iterator[None]:
+    """Within this block, this thread's recall and search raise :class:`NeedsWrite` instead
+    of writing: the MCP server tries them on its event loop, which must never wait for
+    SQLite's write lock, and in a worker thread only when they need to write."""
+    _ATTEMPT.on = True
+    try:
+        yield
+    finally:
+        _ATTEMPT.on = False
+
+
+def may_write() -> None:
+    """Raise :class:`NeedsWrite` inside :func:`reads_only`; else nothing."""
+    if getattr(_ATTEMPT, "on", False):
+        raise NeedsWrite
 
 
 _BUFFERS: dict[str, UseBuffer] = {}

@@ -25,7 +25,7 @@ from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Image, Transition, hot_image, used_image
-from memkeeper.storage.use_buffer import MAX_PENDING, buffering, flush
+from memkeeper.storage.use_buffer import buffering, may_write
 from memkeeper.storage.uses import mark_used
 from memkeeper.store.core import StoreCore
 
@@ -95,6 +95,8 @@ def _recall_and_mark(
         if found is not None and found["state"] == "active":
             return _buffer_use(core, image_of(found), "recall")
         # Pending review (a renewal to log) or not in the hot file: the write path below.
+        if found is not None or storage.cold(create=False) is not None:
+            may_write()
     with storage.lock:
         with immediate_transaction(storage.hot):
             now = core.now()
@@ -120,8 +122,7 @@ def _buffer_use(core: StoreCore, image: Image, by: str) -> Memory:
     assert buffer is not None
     now = core.now()
     earlier = buffer.pending(image["id"])
-    if buffer.add(image["id"], now, core.actor, by) > MAX_PENDING:
-        flush(core.storage)
+    buffer.add(image["id"], now, core.actor, by)
     counted = {**image, "access_count": int(image["access_count"]) + earlier}
     return Memory.from_image(used_image(counted, now))
 
@@ -145,6 +146,7 @@ def mark_hits(core: StoreCore, ids: Sequence[str], *, by: str = "search") -> dic
         ids = [image["id"] for image in rows if image["state"] != "active"]
         if not ids:
             return marked
+        may_write()
         sql = f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))}){live}"
     with storage.lock, immediate_transaction(storage.hot):
         now = core.now()
@@ -182,6 +184,7 @@ def mark_found(core: StoreCore, image: Image, now: datetime, *, by: str = "recal
 def restore_found(core: StoreCore, image: Image, *, by: str = "recall") -> Memory | None:
     """Bring a cold entry that ``recall`` or ``search`` returns back to active (a logged
     ``restore``, marked used); None when someone else moved or changed it meanwhile."""
+    may_write()
     now = core.now()
     target = used_image(hot_image(image, "active", now), now)
     outcome = core.apply([Transition(image["id"], image, target, "restore", _REASONS[by][1])], by)[
