@@ -16,6 +16,7 @@ written the value is still returned, read without marking, and a warning says so
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from memkeeper import logs, validation
@@ -127,32 +128,51 @@ def _buffer_use(core: StoreCore, image: Image, by: str) -> Memory:
     return Memory.from_image(used_image(counted, now))
 
 
-def mark_hits(core: StoreCore, ids: Sequence[str], *, by: str = "search") -> dict[str, Memory]:
-    """Mark the live hot entries among ``ids`` used, as :func:`mark_found` does (buffered
-    for an active entry when the store buffers its uses); an id that is no longer live
-    (changed or erased meanwhile) is left out."""
-    storage = core.storage
-    live = " AND state IN ('active', 'pending_review')"
-    sql = f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))}){live}"
+def mark_hits(
+    core: StoreCore, memories: Sequence[Memory], *, by: str = "search"
+) -> dict[str, Memory]:
+    """Mark the live hot entries among ``memories`` (as just read) used, as
+    :func:`mark_found` does; an entry no longer live (changed or erased meanwhile) is left
+    out. When the store buffers its uses, an active entry's use is buffered as read (the
+    flush re-checks the entry), with no second read."""
     marked: dict[str, Memory] = {}
+    ids = [memory.id for memory in memories]
+    buffer = buffering(core.storage)
+    if buffer is not None:
+        for memory in memories:
+            if memory.state == "active":
+                marked[memory.id] = _buffer_memory(core, memory, by)
+        ids = [memory.id for memory in memories if memory.state != "active"]
+        if ids:
+            may_write()
     if not ids:
         return marked
-    if buffering(storage) is not None:
-        with storage.lock:
-            rows = [image_of(row) for row in storage.hot.query(sql, list(ids))]
-        for image in rows:
-            if image["state"] == "active":
-                marked[image["id"]] = _buffer_use(core, image, by)
-        ids = [image["id"] for image in rows if image["state"] != "active"]
-        if not ids:
-            return marked
-        may_write()
-        sql = f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))}){live}"
+    storage = core.storage
     with storage.lock, immediate_transaction(storage.hot):
         now = core.now()
-        for row in list(storage.hot.query(sql, list(ids))):
+        rows = storage.hot.query(
+            f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))})"
+            " AND state IN ('active', 'pending_review')",
+            ids,
+        )
+        for row in list(rows):
             marked[row["id"]] = mark_found(core, image_of(row), now, by=by)
     return marked
+
+
+def _buffer_memory(core: StoreCore, memory: Memory, by: str) -> Memory:
+    """:func:`_buffer_use` for an entry already read as a Memory (no image to rebuild)."""
+    buffer = buffering(core.storage)
+    assert buffer is not None
+    now = core.now()
+    earlier = buffer.pending(memory.id)
+    buffer.add(memory.id, now, core.actor, by)
+    accessed = memory.last_accessed_at
+    return replace(
+        memory,
+        access_count=memory.access_count + earlier + 1,
+        last_accessed_at=accessed if accessed is not None and accessed > now else now,
+    )
 
 
 _REASONS = {

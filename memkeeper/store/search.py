@@ -333,7 +333,7 @@ def _mark(core: StoreCore, hits: list[SearchHit]) -> list[SearchHit]:
 
 
 def _mark_hot(core: StoreCore, hits: list[SearchHit]) -> dict[str, Memory | None]:
-    return dict(mark_hits(core, [h.memory.id for h in hits]))
+    return dict(mark_hits(core, [h.memory for h in hits]))
 
 
 def _restore(core: StoreCore, memory_id: str) -> Memory | None:
