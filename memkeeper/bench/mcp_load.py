@@ -10,7 +10,9 @@ POSTs, :mod:`memkeeper.bench.mcp_worker`) with its own bearer token and user —
 every client is up), then for as long again with no pass; each client calls every tool at
 least once in each phase. Each call's latency is measured at the client, per tool, and the
 recall+search calls per second are reported on their own (the README's target: 500/s with
-8 clients, p99 at most 50 ms, 100 ms during a pass).
+8 clients, p99 at most 50 ms, 100 ms during a pass), and so is the server process's CPU time
+per call (``server_cpu_ms_per_call``: the process's CPU seconds over the phase, less the
+pass thread's own, over the calls), which does not depend on what else the machine runs.
 
 The clients share the machine's cores with the server (they are separate processes, not
 separate hosts), so on a small machine the figures are a lower bound of the server's.
