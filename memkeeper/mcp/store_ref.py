@@ -166,6 +166,8 @@ class StoreRef:
             self._flusher.join(timeout=10)
         try:
             self.flush()
+        except (MemkeeperError, sqlite3.Error) as exc:  # a read-only file: uses unrecorded
+            log.warning("buffered uses could not be written", cause=logs.redact(str(exc)))
         finally:
             with self._lock:
                 mine, self._mine = self._mine, []
@@ -183,16 +185,20 @@ class StoreRef:
 def _flush_often(ref: weakref.ref[StoreRef], stop: threading.Event) -> None:
     """The flusher thread: write the ref's buffered uses every :data:`FLUSH_SECONDS` until
     the ref closes (or is gone)."""
+    failing = False
     while not stop.wait(FLUSH_SECONDS):
         stores = ref()
         if stores is None:
             return
         try:
             stores.flush()
+            failing = False
         except sqlite3.ProgrammingError:
             return  # the owner closed the given store: its close wrote what was left
         except (MemkeeperError, sqlite3.Error) as exc:
             # The uses stay buffered for the next try (the write lock was busy past the
-            # busy timeout, or the file cannot be written for now).
-            log.warning("buffered uses not written yet", cause=logs.redact(str(exc)))
+            # busy timeout, or the file cannot be written for now); said once per streak.
+            if not failing:
+                log.warning("buffered uses not written yet", cause=logs.redact(str(exc)))
+            failing = True
         del stores
