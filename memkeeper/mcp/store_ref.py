@@ -30,7 +30,6 @@ the first thread and opens the others on its files, with its config and clock.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator
@@ -166,7 +165,7 @@ class StoreRef:
             self._flusher.join(timeout=10)
         try:
             self.flush()
-        except (MemkeeperError, sqlite3.Error) as exc:  # a read-only file: uses unrecorded
+        except MemkeeperError as exc:  # a read-only file: the uses go unrecorded
             log.warning("buffered uses could not be written", cause=logs.redact(str(exc)))
         finally:
             with self._lock:
@@ -193,12 +192,13 @@ def _flush_often(ref: weakref.ref[StoreRef], stop: threading.Event) -> None:
         try:
             stores.flush()
             failing = False
-        except sqlite3.ProgrammingError:
-            return  # the owner closed the given store: its close wrote what was left
-        except (MemkeeperError, sqlite3.Error) as exc:
+        except MemkeeperError as exc:
             # The uses stay buffered for the next try (the write lock was busy past the
             # busy timeout, or the file cannot be written for now); said once per streak.
             if not failing:
                 log.warning("buffered uses not written yet", cause=logs.redact(str(exc)))
             failing = True
+        except Exception as exc:  # the owner closed the given store (its close wrote them)
+            log.debug("the use flusher stops", cause=type(exc).__name__)
+            return
         del stores
