@@ -10,7 +10,9 @@ POSTs, :mod:`memkeeper.bench.mcp_worker`) with its own bearer token and user —
 every client is up), then for as long again with no pass; each client calls every tool at
 least once in each phase. Each call's latency is measured at the client, per tool, and the
 recall+search calls per second are reported on their own (the README's target: 500/s with
-8 clients, p99 at most 50 ms, 100 ms during a pass).
+8 clients, p99 at most 50 ms, 100 ms during a pass), and so is the server process's CPU time
+per call (``server_cpu_ms_per_call``: the process's CPU seconds over the phase, less the
+pass thread's own, over the calls), which does not depend on what else the machine runs.
 
 The clients share the machine's cores with the server (they are separate processes, not
 separate hosts), so on a small machine the figures are a lower bound of the server's.
@@ -19,6 +21,7 @@ separate hosts), so on a small machine the figures are a lower bound of the serv
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 import tempfile
 import threading
@@ -83,7 +86,7 @@ def _drive(
         for _ in workers:  # every child has imported what it needs and connected
             up.get(timeout=120)
         ready()
-        started = time.perf_counter()
+        started, cpu_began = time.perf_counter(), _cpu_seconds()
         go.set()
         while not done():
             time.sleep(0.02)
@@ -94,15 +97,25 @@ def _drive(
                 latencies[tool].extend(values)
             errors.update(failed)
         seconds = time.perf_counter() - started
+        cpu = _cpu_seconds() - cpu_began
     finally:
         stop.set()
         go.set()
         for worker in workers:
             worker.join(timeout=30)
-    return {"latencies": latencies, "errors": errors, "seconds": seconds}
+    return {"latencies": latencies, "errors": errors, "seconds": seconds, "cpu_seconds": cpu}
 
 
-def _summary(run: dict[str, Any]) -> dict[str, Any]:
+def _cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process so far, every thread's: the server's
+    and, during a pass, the pass's (the clients are processes of their own)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _summary(run: dict[str, Any], pass_cpu_seconds: float = 0.0) -> dict[str, Any]:
+    """The phase's figures; the server's CPU per call leaves out the pass's own CPU."""
+
     def quantiles(values: list[float]) -> dict[str, Any]:
         ordered = sorted(values)
 
@@ -129,6 +142,11 @@ def _summary(run: dict[str, Any]) -> dict[str, Any]:
         "tools": {
             tool: quantiles(run["latencies"][tool]) for tool in TOOLS if run["latencies"][tool]
         },
+        "server_cpu_ms_per_call": (
+            round(1000 * max(0.0, run["cpu_seconds"] - pass_cpu_seconds) / calls, 3)
+            if calls
+            else None
+        ),
         "errors": sum(run["errors"].values()),
         "error_samples": [text for text, _ in run["errors"].most_common(3)],
     }
@@ -160,12 +178,14 @@ def measure_mcp_load(
             outcome: dict[str, Any] = {}
 
             def maintenance_pass() -> None:
+                cpu_began = time.thread_time()
                 with MemoryStore(path, config=Config(), clock=fixed(NOW)) as runner:
                     began = time.perf_counter()
                     report = run_once(runner, list(PASS_JOBS), now=NOW)
                     outcome["seconds"] = time.perf_counter() - began
                     outcome["ok"] = report.ok
                     outcome["changes"] = sum(sum(r.counts.values()) for r in report.results)
+                outcome["cpu_seconds"] = time.thread_time() - cpu_began
                 finished.set()
 
             say(f"{clients} MCP clients during a maintenance pass")
@@ -192,7 +212,7 @@ def measure_mcp_load(
             "seconds": round(outcome.get("seconds", 0.0), 3),
             "changes": outcome.get("changes", 0),
         },
-        "during_pass": _summary(during),
+        "during_pass": _summary(during, outcome.get("cpu_seconds", 0.0)),
         "no_pass": _summary(idle),
     }
 
@@ -217,6 +237,6 @@ def mcp_table(figures: dict[str, Any]) -> str:
         lines.append(
             f"{phase:<12}{'all':<10}{part['calls_per_second']:>7} calls/s, {part['errors']} errors"
             f"; recall+search {part['recall_search_per_second']} calls/s, p99 "
-            f"{reads.get('p99_ms')} ms"
+            f"{reads.get('p99_ms')} ms; server CPU {part['server_cpu_ms_per_call']} ms/call"
         )
     return "\n".join(lines)

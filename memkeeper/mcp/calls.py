@@ -27,6 +27,7 @@ from memkeeper.mcp.auth import Principal
 from memkeeper.mcp.schemas import BY_NAME, MAX_LIST, ToolSpec
 from memkeeper.mcp.store_ref import StoreRef
 from memkeeper.records import KINDS, STATES, Episode, Memory, Message
+from memkeeper.storage import use_buffer
 from memkeeper.store import DEFAULT_CONFIDENCE, MemoryStore
 
 MAX_CLIENT_CHARS = 64
@@ -351,6 +352,11 @@ def _nothing_yet(tool: str, given: dict[str, Any]) -> dict[str, Any]:
     return dict(NOTHING_YET[tool])
 
 
+BUFFERING = frozenset({"recall", "search", "context"})
+"""The tools whose uses go to the use buffer (:mod:`memkeeper.mcp.store_ref`); every other
+tool writes the buffer first."""
+
+
 def call(
     stores: StoreRef | MemoryStore, caller: Caller, tool: str, arguments: Any
 ) -> dict[str, Any]:
@@ -365,7 +371,11 @@ def call(
     given = bind(spec, arguments)
     user = caller.principal.acting_for(given.pop("user_id", None))
     creates = not (spec.read_only or spec.destructive)
-    with StoreRef.of(stores).borrow(create=creates) as store:
+    if isinstance(stores, MemoryStore):  # one store, its uses written per call
+        return HANDLERS[tool](stores, caller, user, given)
+    with stores.borrow(create=creates) as store:
         if store is None:
             return _nothing_yet(tool, given)
+        if tool not in BUFFERING:
+            use_buffer.flush(store.storage)  # what it reports or changes includes every use so far
         return HANDLERS[tool](store, caller, user, given)

@@ -107,6 +107,7 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
     from starlette.routing import Route
 
     from memkeeper.mcp.server import build_server
+    from memkeeper.mcp.store_ref import StoreRef
 
     port = "*" if plan.port == 0 else str(plan.port)
     hosts = [f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")]
@@ -120,8 +121,9 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
             *plan.allowed_origins,
         ],
     )
+    stores = StoreRef.of(store)
     manager = StreamableHTTPSessionManager(
-        build_server(store, principal_of_request),
+        build_server(stores, principal_of_request),
         security_settings=security,
         # Answers as plain JSON, not an SSE stream: memkeeper sends no notifications, and a
         # 2026-07-28 call is then served in the request's own task (no sibling task, no
@@ -143,6 +145,9 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
         lifespan=lifespan,
     )
     app.state.sessions = sessions  # for HttpServer.open_sessions
+    # A ref made here around the caller's store is closed when serving stops (its use
+    # buffer written, its flusher stopped); a ref given in stays its owner's.
+    app.state.own_stores = stores if stores is not store else None
     return app
 
 
@@ -152,6 +157,7 @@ class HttpServer:
     def __init__(self, store: Any, plan: HttpPlan) -> None:
         import uvicorn
 
+        from memkeeper.mcp.one_write import OneWriteProtocol
         from memkeeper.mcp.sdk_logs import quiet_sdk
 
         quiet_sdk(logs.debug_enabled())
@@ -161,6 +167,7 @@ class HttpServer:
             self.app,
             host=plan.host,
             port=plan.port,
+            http=OneWriteProtocol,  # httptools, each response in one write
             log_config=None,  # our handler (memkeeper.logs) renders uvicorn's lines too
             access_log=False,
             lifespan="on",
@@ -235,3 +242,11 @@ class HttpServer:
         if self._thread is not None:
             self._thread.join(timeout=START_TIMEOUT_SECONDS)
             self._thread = None
+        self.close_stores()
+
+    def close_stores(self) -> None:
+        """Write the buffered uses and stop their flusher, if the stores are this server's."""
+        own = self.app.state.own_stores
+        if own is not None:
+            self.app.state.own_stores = None
+            own.close()

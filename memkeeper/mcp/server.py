@@ -5,9 +5,11 @@ One server object serves every connection of a transport over one
 :class:`~memkeeper.store.MemoryStore` opened with actor ``mcp``, in both eras of the protocol:
 2026-07-28 (no handshake: every request carries its protocol version and client info, and
 ``server/discover`` describes the server) and the ``initialize`` handshake of 2025-06-18 and
-2025-11-25. The SDK routes each message to the handlers below, whatever the era; the event
-loop never touches SQLite: each call runs in a worker thread (``anyio.to_thread``), the
-store's connections are shared across threads and serialized by its lock.
+2025-11-25. The SDK routes each message to the handlers below, whatever the era. A
+``recall`` or keyword-only ``search`` that only reads is answered on the event loop itself
+(:mod:`memkeeper.mcp.inline`: a read never waits for the write lock); every other call runs
+in a worker thread (``anyio.to_thread``) on a store borrowed from the pool
+(:mod:`memkeeper.mcp.store_ref`).
 
 Who a call acts for is decided per call by ``principal_of`` (the stdio ``--user``; on HTTP,
 the bearer token of the request that carried the call, see :mod:`memkeeper.mcp.http`); the
@@ -35,6 +37,7 @@ from memkeeper import __version__, logs
 from memkeeper.errors import MemkeeperError
 from memkeeper.mcp.auth import Principal
 from memkeeper.mcp.calls import Caller, call, client_name
+from memkeeper.mcp.inline import answer_inline
 from memkeeper.mcp.prompts import PROMPTS, prompt_result
 from memkeeper.mcp.schemas import TOOLS, ToolSpec
 from memkeeper.mcp.store_ref import StoreRef
@@ -135,9 +138,11 @@ def build_server(
         tool = name[:64]  # the client's word: kept short in logs and messages
         try:
             caller = Caller(principal_of(context), client)
-            data = await anyio.to_thread.run_sync(
-                partial(call, stores, caller, name, params.arguments), limiter=stores.limiter
-            )
+            data = answer_inline(stores, caller, name, params.arguments)
+            if data is None:
+                data = await anyio.to_thread.run_sync(
+                    partial(call, stores, caller, name, params.arguments), limiter=stores.limiter
+                )
         except MemkeeperError as exc:
             log.info("tool call refused", tool=tool, client=client, error=logs.redact(str(exc)))
             return _error(str(exc))

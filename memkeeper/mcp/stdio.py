@@ -72,9 +72,11 @@ def serve_stdio(store: MemoryStore | StoreRef, user: str) -> None:
     from mcp.server.stdio import stdio_server
 
     from memkeeper.mcp.server import build_server, fixed_principal
+    from memkeeper.mcp.store_ref import StoreRef
 
     state = InputState()
-    server = build_server(store, fixed_principal(Principal(user)), input_state=state)
+    stores = StoreRef.of(store)
+    server = build_server(stores, fixed_principal(Principal(user)), input_state=state)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
@@ -87,6 +89,9 @@ def serve_stdio(store: MemoryStore | StoreRef, user: str) -> None:
         if not _only_closed_streams(exc):
             raise
         log.info("the client left during a call; its answer was dropped")
+    finally:
+        if stores is not store:  # a ref made here: write its buffered uses, stop its flusher
+            stores.close()
 
 
 def _only_closed_streams(exc: BaseException) -> bool:

@@ -12,6 +12,15 @@ back; writers still take SQLite's write lock one at a time, with the busy timeou
 stores than that: SQLite releases the GIL while it works, so a few threads overlap its I/O
 and CPU with the server's Python.
 
+**Uses are buffered.** Every store of the pool records the uses of ``recall``, ``search``
+and ``context`` in the process's use buffer for the file
+(:mod:`memkeeper.storage.use_buffer`) instead of one write transaction per call: the
+profile showed each such call taking SQLite's write lock, so the four stores queued on it
+and behind every batch of a maintenance pass. A thread of the ref writes the buffer every
+:data:`FLUSH_SECONDS` in one transaction; a tool that reports or changes memories flushes it
+first (:func:`memkeeper.mcp.calls.call`), so does every job or write of this process (inside
+its transaction), and :meth:`StoreRef.close`.
+
 **Only a write creates the database.** ``memkeeper mcp`` starts without opening anything. A
 read-only tool (or a ``forget``) on a database that does not exist yet gets the answer an
 empty memory gives and creates nothing; the first write opens a store with ``create=True``.
@@ -22,18 +31,26 @@ the first thread and opens the others on its files, with its config and clock.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memkeeper import logs
 from memkeeper.clock import Clock
 from memkeeper.config import Config
-from memkeeper.errors import DatabaseMissing
+from memkeeper.errors import DatabaseMissing, MemkeeperError
+from memkeeper.storage import use_buffer
+from memkeeper.storage.use_buffer import UseBuffer
 from memkeeper.store import MemoryStore
+
+log = logs.get_logger("memkeeper.mcp")
 
 WORKERS = 4
 """Threads running tool calls at once, each with its own store."""
+FLUSH_SECONDS = 0.05
+"""How often the buffered uses are written: a crash loses at most this much of them."""
 
 
 class StoreRef:
@@ -54,10 +71,16 @@ class StoreRef:
         self._config = config
         self._given = store
         self._mine: list[MemoryStore] = []
-        self._free: list[MemoryStore] = [store] if store is not None else []
+        self._free: list[MemoryStore] = []
         self._lock = threading.Lock()
         self.workers = workers
         self._limiter: Any = None
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._buffer: UseBuffer | None = None
+        if store is not None:
+            self._enlist(store)
+            self._free.append(store)
 
     @classmethod
     def of(cls, store: MemoryStore | StoreRef) -> StoreRef:
@@ -85,6 +108,19 @@ class StoreRef:
                 with self._lock:
                     self._free.append(store)
 
+    @contextmanager
+    def borrow_free(self) -> Iterator[MemoryStore | None]:
+        """A store that is open and free now, or None (nothing is opened: opening may write
+        its file, and this is for the event loop, which must not wait for that)."""
+        with self._lock:
+            store = self._free.pop() if self._free else None
+        try:
+            yield store
+        finally:
+            if store is not None:
+                with self._lock:
+                    self._free.append(store)
+
     def _take(self, create: bool) -> MemoryStore | None:
         with self._lock:
             if self._free:
@@ -95,20 +131,74 @@ class StoreRef:
             )
         except DatabaseMissing:
             return None
+        self._enlist(store)
         with self._lock:
             self._mine.append(store)
         return store
 
-    def close(self) -> None:
-        """Close the stores this ref opened (a given store stays its owner's to close)."""
+    def _enlist(self, store: MemoryStore) -> None:
+        """Make ``store`` buffer its uses, and start the thread that writes them."""
+        buffer = use_buffer.enable(store.storage)
         with self._lock:
-            mine, self._mine = self._mine, []
-            self._free = [store for store in self._free if store not in mine]
-        for store in mine:
-            store.close()
+            self._buffer = buffer
+            if self._flusher is None and not self._stop.is_set():
+                self._flusher = threading.Thread(
+                    target=_flush_often,
+                    args=(weakref.ref(self), self._stop),
+                    name="memkeeper-mcp-uses",
+                    daemon=True,
+                )
+                self._flusher.start()
+
+    def flush(self) -> int:
+        """Write the buffered uses now (through a pooled store); how many were written."""
+        if self._buffer is None or not len(self._buffer):
+            return 0
+        with self.borrow(create=False) as store:
+            return use_buffer.flush(store.storage) if store is not None else 0
+
+    def close(self) -> None:
+        """Write the buffered uses, then close the stores this ref opened (a given store
+        stays its owner's to close; its own close writes what is left)."""
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join(timeout=10)
+        try:
+            self.flush()
+        except MemkeeperError as exc:  # a read-only file: the uses go unrecorded
+            log.warning("buffered uses could not be written", cause=logs.redact(str(exc)))
+        finally:
+            with self._lock:
+                mine, self._mine = self._mine, []
+                self._free = [store for store in self._free if store not in mine]
+            for store in mine:
+                store.close()
 
     def __enter__(self) -> StoreRef:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+
+def _flush_often(ref: weakref.ref[StoreRef], stop: threading.Event) -> None:
+    """The flusher thread: write the ref's buffered uses every :data:`FLUSH_SECONDS` until
+    the ref closes (or is gone)."""
+    failing = False
+    while not stop.wait(FLUSH_SECONDS):
+        stores = ref()
+        if stores is None:
+            return
+        try:
+            stores.flush()
+            failing = False
+        except MemkeeperError as exc:
+            # The uses stay buffered for the next try (the write lock was busy past the
+            # busy timeout, or the file cannot be written for now); said once per streak.
+            if not failing:
+                log.warning("buffered uses not written yet", cause=logs.redact(str(exc)))
+            failing = True
+        except Exception as exc:  # the owner closed the given store (its close wrote them)
+            log.debug("the use flusher stops", cause=type(exc).__name__)
+            return
+        del stores

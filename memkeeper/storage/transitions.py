@@ -14,7 +14,9 @@ With ``dry_run`` it stops after step 2 and reports what would change, writing no
 
 A use is not a change: a recall of an active entry updates only its use columns, in place,
 and counts the use in ``uses`` (:mod:`memkeeper.storage.uses`). That still changes the
-entry's image, so step 2 sees it and a job selected before it leaves the entry alone.
+entry's image, so step 2 sees it and a job selected before it leaves the entry alone. Uses a
+store of this process holds buffered (:mod:`memkeeper.storage.use_buffer`) are written just
+before step 2 of an apply that opens its own transaction (a job's), so step 2 sees them too.
 
 Crash safety across the two files. A move between files is three commits, ordered so that a
 crash at any instant leaves the entry recoverable in exactly one place:
@@ -309,6 +311,8 @@ def apply(
     ids = [t.memory_id for t in transitions]
     if len(set(ids)) != len(ids):
         raise ValueError("one batch of transitions may name each memory only once")
+    from memkeeper.storage.use_buffer import flush_inside  # it builds on this module
+
     stamp = to_db(now)
     with storage.lock:
         if dry_run:
@@ -322,10 +326,16 @@ def apply(
             raise RuntimeError("moves to or from cold storage need their own transaction")
         hot_committed = False
         marks: list[str] = []
+        # A caller that read its entries in its own transaction (remember) planned on the
+        # rows as they are; a job selected them before: it sees this process's buffered
+        # uses now, so an entry used since is left alone (the agent wins).
+        outermost = not storage.hot.conn.in_transaction
         try:
             with immediate_transaction(storage.hot):
                 if touches_cold:
                     reconcile(storage)
+                if outermost:
+                    flush_inside(storage)
                 current = storage.current_images(ids)
                 pairs = [(t, current.get(t.memory_id)) for t in transitions]
                 ready = _without_key_conflicts(

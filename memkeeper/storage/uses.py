@@ -22,6 +22,12 @@ What stays exact:
   image are the table's total minus those (``tests/helpers/state.py`` replays it so).
 
 A row holds ids and times only, never content; ``forget`` deletes an erased entry's rows.
+
+A store may buffer its uses instead (:mod:`memkeeper.storage.use_buffer`, the MCP server's
+stores do): :func:`record_uses` then writes many at once, leaving the row and the table as
+the same calls of :func:`mark_used` would, and every transition of this process writes the
+buffer first, so all of the above still holds within the process; another process sees a
+use at most one flush interval late.
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ from memkeeper.storage.connection import Database
 from memkeeper.storage.files import delete_in
 from memkeeper.storage.transitions import Image, used_image
 
+_UPSERT_MANY = (
+    "INSERT INTO uses (memory_id, day, count, first_at, last_at) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (memory_id, day) DO UPDATE SET count = count + excluded.count,"
+    " first_at = min(first_at, excluded.first_at), last_at = max(last_at, excluded.last_at)"
+)
 _UPSERT = (
     "INSERT INTO uses (memory_id, day, count, first_at, last_at) VALUES (?, ?, 1, ?, ?)"
     " ON CONFLICT (memory_id, day) DO UPDATE SET count = count + 1,"
@@ -86,6 +97,41 @@ def mark_used(db: Database, image: Image, now: datetime) -> Image:
     return target
 
 
+def record_uses(db: Database, batch: Sequence[tuple[Image, Sequence[datetime]]]) -> None:
+    """Record many uses at once (the caller holds the write transaction): for each hot
+    entry's current ``image``, its uses at these moments, exactly as that many
+    :func:`mark_used` calls would leave the row and the ``uses`` table — one ``UPDATE`` per
+    entry and one upsert per entry and day (:mod:`memkeeper.storage.use_buffer`)."""
+    updates: list[list[Any]] = []
+    days: dict[tuple[str, str], list[Any]] = {}
+    for image, moments in batch:
+        target = image
+        for moment in moments:
+            target = used_image(target, moment)
+            day, time_of_day = day_and_time(moment)
+            row = days.get((image["id"], day))
+            if row is None:
+                days[(image["id"], day)] = [image["id"], day, 1, time_of_day, time_of_day]
+            else:
+                row[2] += 1
+                row[3], row[4] = min(row[3], time_of_day), max(row[4], time_of_day)
+        updates.append(
+            [
+                target["last_accessed_at"],
+                target["access_count"],
+                target["last_used_at"],
+                image["id"],
+            ]
+        )
+    if not updates:
+        return
+    db.conn.executemany(
+        "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ? WHERE id = ?",
+        updates,
+    )
+    db.conn.executemany(_UPSERT_MANY, list(days.values()))
+
+
 def uses_of(db: Database, memory_id: str) -> list[UseDay]:
     """The entry's uses, one row per day, oldest first."""
     return [
@@ -98,5 +144,10 @@ def uses_of(db: Database, memory_id: str) -> list[UseDay]:
 
 
 def delete_uses(db: Database, memory_ids: Sequence[str]) -> int:
-    """Delete the uses of these entries (the caller holds the transaction). Returns rows."""
+    """Delete the uses of these entries (the caller holds the transaction), and any this
+    process holds buffered (:mod:`memkeeper.storage.use_buffer`): an erased entry leaves no
+    use behind. Returns rows."""
+    from memkeeper.storage.use_buffer import discard_everywhere
+
+    discard_everywhere(memory_ids)
     return delete_in(db.conn, "uses", "memory_id", memory_ids)

@@ -3,16 +3,20 @@
 Recalling an active entry records a use, not a change: the entry's ``last_accessed_at`` and
 ``access_count`` are updated in place and the use is counted in the ``uses`` table
 (:mod:`memkeeper.storage.uses`) — one short write (``BEGIN IMMEDIATE``, one ``UPDATE``, one
-upsert, commit), no change-log row. Nothing is batched: a recall that returned has recorded
-its use, so a crash loses none. State changes are logged transitions as before: a
-pending-review entry is renewed to active (``renew``) and an entry found only in cold
-storage is brought back (``restore``). On a database that cannot be written the value is
-still returned, read without marking, and a warning says so.
+upsert, commit), no change-log row: a recall that returned has recorded its use, so a crash
+loses none. A store that buffers its uses (the MCP server's,
+:mod:`memkeeper.storage.use_buffer`) reads an active entry without the write lock and adds
+the use to the buffer instead, written a few milliseconds later with others in one
+transaction (a crash loses those few milliseconds of uses). State changes are logged
+transitions as before: a pending-review entry is renewed to active (``renew``) and an entry
+found only in cold storage is brought back (``restore``). On a database that cannot be
+written the value is still returned, read without marking, and a warning says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from memkeeper import logs, validation
@@ -22,6 +26,7 @@ from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import placeholders
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.transitions import Image, Transition, hot_image, used_image
+from memkeeper.storage.use_buffer import buffering, may_write
 from memkeeper.storage.uses import mark_used
 from memkeeper.store.core import StoreCore
 
@@ -82,19 +87,92 @@ def _recall_and_mark(
     core: StoreCore, user_id: str, namespace: str, key: str, kinds: Sequence[str]
 ) -> Memory | None:
     storage = core.storage
+    if buffering(storage) is not None:
+        with storage.lock:
+            rows = storage.hot.query(
+                _LIVE_BY_KEY.format(placeholders(len(kinds))), [user_id, namespace, key, *kinds]
+            )
+            found = next(iter(rows), None)
+        if found is not None and found["state"] == "active":
+            return _buffer_use(core, image_of(found), "recall")
+        # Pending review (a renewal to log) or not in the hot file: the write path below.
+        if found is not None or storage.cold(create=False) is not None:
+            may_write()
     with storage.lock:
         with immediate_transaction(storage.hot):
             now = core.now()
             rows = storage.hot.query(
-                "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND key = ?"
-                f" AND kind IN ({placeholders(len(kinds))})"
-                " AND state IN ('active', 'pending_review') ORDER BY last_used_at DESC",
-                [user_id, namespace, key, *kinds],
+                _LIVE_BY_KEY.format(placeholders(len(kinds))), [user_id, namespace, key, *kinds]
             )
             found = next(iter(rows), None)
             if found is not None:
                 return mark_found(core, image_of(found), now)
         return _recall_from_cold(core, user_id, namespace, key, kinds)
+
+
+_LIVE_BY_KEY = (
+    "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND key = ?"
+    " AND kind IN ({}) AND state IN ('active', 'pending_review') ORDER BY last_used_at DESC"
+)
+
+
+def _buffer_use(core: StoreCore, image: Image, by: str) -> Memory:
+    """Buffer a use of the active entry ``image`` (read without the write lock); the entry
+    as the use leaves it, counting the uses still buffered."""
+    buffer = buffering(core.storage)
+    assert buffer is not None
+    now = core.now()
+    earlier = buffer.pending(image["id"])
+    buffer.add(image["id"], now, core.actor, by)
+    counted = {**image, "access_count": int(image["access_count"]) + earlier}
+    return Memory.from_image(used_image(counted, now))
+
+
+def mark_hits(
+    core: StoreCore, memories: Sequence[Memory], *, by: str = "search"
+) -> dict[str, Memory]:
+    """Mark the live hot entries among ``memories`` (as just read) used, as
+    :func:`mark_found` does; an entry no longer live (changed or erased meanwhile) is left
+    out. When the store buffers its uses, an active entry's use is buffered as read (the
+    flush re-checks the entry), with no second read."""
+    marked: dict[str, Memory] = {}
+    ids = [memory.id for memory in memories]
+    buffer = buffering(core.storage)
+    if buffer is not None:
+        for memory in memories:
+            if memory.state == "active":
+                marked[memory.id] = _buffer_memory(core, memory, by)
+        ids = [memory.id for memory in memories if memory.state != "active"]
+        if ids:
+            may_write()
+    if not ids:
+        return marked
+    storage = core.storage
+    with storage.lock, immediate_transaction(storage.hot):
+        now = core.now()
+        rows = storage.hot.query(
+            f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))})"
+            " AND state IN ('active', 'pending_review')",
+            ids,
+        )
+        for row in list(rows):
+            marked[row["id"]] = mark_found(core, image_of(row), now, by=by)
+    return marked
+
+
+def _buffer_memory(core: StoreCore, memory: Memory, by: str) -> Memory:
+    """:func:`_buffer_use` for an entry already read as a Memory (no image to rebuild)."""
+    buffer = buffering(core.storage)
+    assert buffer is not None
+    now = core.now()
+    earlier = buffer.pending(memory.id)
+    buffer.add(memory.id, now, core.actor, by)
+    accessed = memory.last_accessed_at
+    return replace(
+        memory,
+        access_count=memory.access_count + earlier + 1,
+        last_accessed_at=accessed if accessed is not None and accessed > now else now,
+    )
 
 
 _REASONS = {
@@ -126,6 +204,7 @@ def mark_found(core: StoreCore, image: Image, now: datetime, *, by: str = "recal
 def restore_found(core: StoreCore, image: Image, *, by: str = "recall") -> Memory | None:
     """Bring a cold entry that ``recall`` or ``search`` returns back to active (a logged
     ``restore``, marked used); None when someone else moved or changed it meanwhile."""
+    may_write()
     now = core.now()
     target = used_image(hot_image(image, "active", now), now)
     outcome = core.apply([Transition(image["id"], image, target, "restore", _REASONS[by][1])], by)[

@@ -37,12 +37,11 @@ from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResul
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.keywords import small_user_rows
-from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.vectors import has_vectors, user_vectors
 from memkeeper.store import fusion, semantic
 from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 from memkeeper.store.core import StoreCore
-from memkeeper.store.recall import mark_found, restore_found
+from memkeeper.store.recall import mark_hits, restore_found
 
 log = logs.get_logger("memkeeper.search")
 
@@ -362,21 +361,7 @@ def _mark(core: StoreCore, hits: list[SearchHit]) -> list[SearchHit]:
 
 
 def _mark_hot(core: StoreCore, hits: list[SearchHit]) -> dict[str, Memory | None]:
-    marked: dict[str, Memory | None] = {}
-    if not hits:
-        return marked
-    storage = core.storage
-    ids = [h.memory.id for h in hits]
-    with storage.lock, immediate_transaction(storage.hot):
-        now = core.now()
-        rows = storage.hot.query(
-            f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))})"
-            f" AND state IN ({placeholders(len(LIVE_STATES))})",
-            [*ids, *LIVE_STATES],
-        )
-        for row in list(rows):
-            marked[row["id"]] = mark_found(core, image_of(row), now, by="search")
-    return marked
+    return dict(mark_hits(core, [h.memory for h in hits]))
 
 
 def _restore(core: StoreCore, memory_id: str) -> Memory | None:
