@@ -29,14 +29,18 @@ def posix_locks(path: Path, pid: int | None = None) -> list[str]:
     file itself (opening and closing that would cancel the very locks being looked at).
     """
     pid = os.getpid() if pid is None else pid
-    inode = os.stat(path).st_ino
+    info = os.stat(path)
+    # The kernel names the file as "major:minor:inode" (hex, hex, decimal): match all three,
+    # so a file of the same inode number on another device is not taken for this one.
+    file_id = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
     found = []
     for line in PROC_LOCKS.read_text().splitlines():
-        fields = line.replace("->", " ").split()
-        # "1: POSIX  ADVISORY  READ 4242 fe:00:2166657 1073741826 1073742335"
+        # "1: POSIX  ADVISORY  READ 4242 fe:00:2166657 1073741826 1073742335"; a line with
+        # "->" is a request waiting for that lock, not a lock held: it is skipped.
+        fields = line.split()
         if len(fields) < 8 or fields[1] != "POSIX":
             continue
-        if int(fields[4]) == pid and int(fields[5].rsplit(":", 1)[-1]) == inode:
+        if int(fields[4]) == pid and fields[5] == file_id:
             found.append(f"{fields[3]} {fields[6]}-{fields[7]}")
     return found
 
