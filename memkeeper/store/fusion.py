@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -89,6 +88,8 @@ def outlier_z(settings: SearchSection, entries: int) -> float:
     1 %). Infinite (the rule off) for ``outlier_p`` 0 or under :data:`OUTLIER_MIN_ENTRIES`."""
     if settings.outlier_p <= 0 or entries < OUTLIER_MIN_ENTRIES:
         return math.inf
+    from statistics import NormalDist  # ~5 ms of import that a keyword-only search skips
+
     return NormalDist().inv_cdf(1 - settings.outlier_p / entries)
 
 
