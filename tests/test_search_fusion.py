@@ -194,3 +194,23 @@ def test_kept_postings_score_as_the_row_by_row_scan() -> None:
         scan = score_rows(rows, wanted, total=len(rows), mean_length=chars / len(rows))
         assert score_all(rows, query) == scan
         assert score_all(rows, query) == scan  # the kept postings, a second time
+
+
+def test_a_large_users_vector_list_holds_only_the_kinds_asked_for(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the small-user scan (forced here by a low SCAN_BELOW_ROWS), the vector list is read
+    from the vectors table: with ``kinds`` it must hold those kinds only, or entries of other
+    kinds more similar to the query fill its ``vector_candidates`` and push the asked-for
+    entry out, as the small-user path (which reads the kinds asked for) never does."""
+    from memkeeper.storage import keywords
+
+    monkeypatch.setattr(keywords, "SCAN_BELOW_ROWS", 10)  # 12 facts: past the scan
+    with FakeEmbeddings() as fake, _store(db_path, fake.url, vector_candidates=20) as store:
+        notes = _fillers(store)
+        for i in range(11):
+            store.remember("u", f"hobby_{i}", f"collects stamps of year {1900 + i}")
+        answer = store.remember("u", "diet", "no shellfish at all")
+        _give_vectors(store, {**{m.id: 0.7 for m in notes}, answer.id: 0.5})
+        hits = store.search("u", QUERY, kinds=["fact"], limit=3)
+    assert [h.memory.id for h in hits] == [answer.id]

@@ -146,6 +146,7 @@ def user_vectors(
     dims: int,
     ids: Sequence[str] | None = None,
     entries: Sequence[tuple[str, str, str | None, str]] | None = None,
+    kinds: Sequence[str] | None = None,
 ) -> tuple[list[str], numpy.ndarray]:
     """The current vectors of one user's current hot entries in ``namespaces``.
 
@@ -154,7 +155,9 @@ def user_vectors(
     without one are simply absent (the keyword signal still finds them). ``ids`` restricts
     the answer to those entries; ``entries`` are the user's current entries in those
     namespaces as the caller already read them, ``(id, kind, key, value)``, to spare the
-    read. The caller holds the storage lock.
+    read. ``kinds`` keeps only entries of those kinds in the answer (the vectors read and
+    kept per process stay the user's all, so one cache serves every filter). The caller
+    holds the storage lock.
     """
     import numpy as np
 
@@ -165,8 +168,11 @@ def user_vectors(
     if generation is None:
         return empty
     current: list[tuple[str, str]] = []  # (id, hash of its text now), in id order
+    allowed: set[str] | None = None if kinds is None else set()
     if entries is not None:
         current = [(i, _entry_hash(kind, key, value)) for i, kind, key, value in entries]
+        if allowed is not None:
+            allowed.update(i for i, kind, _, _ in entries if kind in kinds)
     for part in [] if entries is not None else [None] if ids is None else chunks(list(ids)):
         clause = [
             "user_id = ?",
@@ -177,13 +183,13 @@ def user_vectors(
         if part is not None:
             clause.append(f"id IN ({placeholders(len(part))})")
             params += list(part)
-        current += [
-            (memory_id, _entry_hash(kind, key, value))
-            for memory_id, kind, key, value in db.conn.execute(
-                f"SELECT id, kind, key, value FROM memories WHERE {' AND '.join(clause)}",
-                params,
-            )
-        ]
+        for memory_id, kind, key, value in db.conn.execute(
+            f"SELECT id, kind, key, value FROM memories WHERE {' AND '.join(clause)}",
+            params,
+        ):
+            current.append((memory_id, _entry_hash(kind, key, value)))
+            if allowed is not None and kind in kinds:
+                allowed.add(memory_id)
     current.sort()
     cache_key = (user_id, tuple(namespaces), model, dims)
     cached = _cached(db, cache_key, generation) if ids is None else None
@@ -191,7 +197,11 @@ def user_vectors(
         cached = _read_vectors(db, [i for i, _ in current], model, dims, generation)
         if ids is None:
             _remember(db, cache_key, cached)
-    found = [i for i, digest in current if cached.hashes.get(i) == digest]
+    found = [
+        i
+        for i, digest in current
+        if cached.hashes.get(i) == digest and (allowed is None or i in allowed)
+    ]
     if not found:
         return empty
     return found, cached.matrix[[cached.rows[i] for i in found]]

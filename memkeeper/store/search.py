@@ -85,7 +85,7 @@ def search(
             columns=(*FACTS, "value"),
         )
     similar, vector_share, embed_ms, used_vectors = _similar(
-        core, user_id, namespaces, query, every
+        core, user_id, namespaces, query, wanted, every
     )
     keyword, facts = _keyword_and_facts(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
@@ -194,13 +194,15 @@ def _similar(
     user_id: str,
     namespaces: Sequence[str],
     query: str,
+    kinds: Sequence[str],
     every: list[tuple[Any, ...]] | None,
 ) -> tuple[list[tuple[str, float]], dict[str, float], float, bool]:
     """The vector list: up to ``vector_candidates`` entries most similar to ``query`` (id,
     cosine; best first, admitted by :func:`memkeeper.store.fusion.admitted`), each one's
     share of the list's scale ((cosine - mean) / (best - mean) over the user's vectors; none
     under :data:`memkeeper.store.fusion.OUTLIER_MIN_ENTRIES` vectors: fused by rank), the
-    embedding's ms, and whether similarity took part (False: keyword-only)."""
+    embedding's ms, and whether similarity took part (False: keyword-only). Only entries of
+    ``kinds`` are in it (a small user's ``every`` holds those alone already)."""
     settings = core.config.search
     if not semantic.has_key(core.config):
         # Keyword-only: the stored vectors stay unread (and numpy unloaded); the warning is
@@ -222,6 +224,7 @@ def _similar(
             model=settings.embedding_model,
             dims=settings.embedding_dimensions,
             entries=entries,
+            kinds=None if every is not None else kinds,
         )
     if not ids:
         return [], {}, 0.0, False
