@@ -8,6 +8,7 @@ The SDK and ``httpx`` are imported when a session is created, not when this modu
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Self
 
@@ -72,6 +73,11 @@ class SdkSession:
     def close(self) -> None:
         """Close the connection pool."""
         self._http.close()
+
+    def close_when_unused(self) -> None:
+        """Close the connection pool once nothing holds this session any more: for a shared
+        session its owner lets go of while another thread may still be calling through it."""
+        weakref.finalize(self, self._http.close)
 
     def __enter__(self) -> Self:
         return self

@@ -204,8 +204,8 @@ def shared_embedder(config: Config, key: str) -> Embedder:
         closing = [_embedders.pop(i) for i in stale if i != ident]
     if kept is not made:
         made.close()
-    for embedder in closing:
-        embedder.close()
+    for embedder in closing:  # a search or the index job may still be calling through it
+        embedder.close_when_unused()
     return kept
 
 
