@@ -12,7 +12,6 @@ warning per process and cause, never an exception to the agent.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -172,6 +171,8 @@ def shared_embedder(config: Config, key: str) -> Embedder:
     the job: ``[llm]``'s); the pool has room for :data:`EMBEDDER_CONNECTIONS` searches
     beside the job's ``[search] index_concurrency`` calls. Never close it: :func:`reset`
     does."""
+    import hashlib  # here, not with the module: a keyword-only search never needs it
+
     from memkeeper.llm.embeddings import Embedder
     from memkeeper.llm.endpoint import describe_endpoint
 
