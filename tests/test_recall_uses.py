@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 from helpers import T0, current_images, locations, replay
+from helpers.clocks import Clock
 from helpers.state import use_rows
 
 from memkeeper import MemoryStore
@@ -26,20 +27,6 @@ from memkeeper.maintenance.undo import undo_run
 from memkeeper.storage.schema import HOT, MEMORY_COLUMNS
 
 DAY = timedelta(days=1)
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, moment: datetime) -> None:
-        self.moment = moment
-
-    def __call__(self) -> datetime:
-        return self.moment
-
-    def tick(self, delta: timedelta) -> datetime:
-        self.moment += delta
-        return self.moment
 
 
 def _store(db_path: Path, clock: Clock, **options) -> MemoryStore:

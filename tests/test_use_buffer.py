@@ -7,11 +7,12 @@ the exact state.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from helpers import T0, current_images, locations, replay
+from helpers.clocks import Clock
 from helpers.state import use_rows
 
 from memkeeper import MemoryStore
@@ -24,20 +25,6 @@ from memkeeper.mcp.store_ref import StoreRef
 from memkeeper.storage import use_buffer
 
 DAY = timedelta(days=1)
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, moment: datetime) -> None:
-        self.moment = moment
-
-    def __call__(self) -> datetime:
-        return self.moment
-
-    def tick(self, delta: timedelta) -> datetime:
-        self.moment += delta
-        return self.moment
 
 
 def _uses(store: MemoryStore) -> dict[str, list[tuple[str, int, str, str]]]:
