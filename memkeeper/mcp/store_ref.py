@@ -100,13 +100,8 @@ class StoreRef:
     def borrow(self, *, create: bool) -> Iterator[MemoryStore | None]:
         """A store for one call, given back after it; None when the database does not exist
         and ``create`` is false (nothing is created)."""
-        store = self._take(create)
-        try:
+        with self._lent(self._take(create)) as store:
             yield store
-        finally:
-            if store is not None:
-                with self._lock:
-                    self._free.append(store)
 
     @contextmanager
     def borrow_free(self) -> Iterator[MemoryStore | None]:
@@ -114,6 +109,12 @@ class StoreRef:
         its file, and this is for the event loop, which must not wait for that)."""
         with self._lock:
             store = self._free.pop() if self._free else None
+        with self._lent(store) as lent:
+            yield lent
+
+    @contextmanager
+    def _lent(self, store: MemoryStore | None) -> Iterator[MemoryStore | None]:
+        """``store`` for the length of the block, then back among the free ones."""
         try:
             yield store
         finally:
