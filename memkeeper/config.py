@@ -13,6 +13,7 @@ file, the key and what is wrong.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -69,6 +70,13 @@ class DatabaseSection(_Section):
         description="Absolute path of the hot memory database, used when neither --db nor "
         "MEMKEEPER_DB is given. Empty: memory.db in the per-user data directory.",
     )
+    url: str = Field(
+        "",
+        description="A PostgreSQL database instead of the SQLite file: postgresql://user@host"
+        "/dbname (libpq's PGHOST, PGPASSWORD, ~/.pgpass and service files apply; keep the "
+        "password out of this file). Used when neither --db nor MEMKEEPER_DB is given; path "
+        "and cold_path are then unused. Empty: SQLite.",
+    )
     cold_path: str = Field(
         "",
         description="Absolute path of the cold-storage database of that hot file (a hot file "
@@ -115,6 +123,13 @@ class DatabaseSection(_Section):
         description="Memory-mapped I/O per connection, in MiB (0: off). Raise it for a large "
         "database on a machine with memory to spare; mapped pages count in the RSS.",
     )
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if value and not re.match(r"(?i)postgres(ql)?://", value):
+            raise ValueError("must be a postgresql:// or postgres:// URL (or empty for SQLite)")
+        return value
 
     @field_validator("path", "cold_path")
     @classmethod

@@ -14,6 +14,7 @@ from typing import Any
 DEFAULTS: dict[str, Any] = {
     "database": {
         "path": "",
+        "url": "",
         "cold_path": "",
         "busy_timeout_ms": 5000,
         "batch_size": 500,
