@@ -25,7 +25,7 @@ from typing import Any
 
 from memkeeper.jobs._common import cutoff, days_since
 
-from memkeeper.config_retention import RetainJob
+from memkeeper.config.retention import RetainJob
 from memkeeper.maintenance.jobkit import Job, JobContext
 from memkeeper.storage import job_runs
 from memkeeper.storage.changelog import image_of

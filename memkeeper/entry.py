@@ -6,7 +6,7 @@ only, never to a program that imports memkeeper as a library: pydantic's plugin 
 (``PYDANTIC_DISABLE_PLUGINS``, unless the environment already sets it). Without it, the first
 model built reads every installed distribution's entry points (measured ~20-30 ms) to look
 for plugins memkeeper has no use for. (The memory commands build no model at all when there
-is no config file, and import neither pydantic nor sqlite-utils: :mod:`memkeeper.config_view`,
+is no config file, and import neither pydantic nor sqlite-utils: :mod:`memkeeper.config.view`,
 :mod:`memkeeper.storage.connection`.)
 """
 

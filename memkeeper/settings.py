@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from memkeeper.config_file import load_config
+from memkeeper.config.file import load_config
 from memkeeper.paths import (
     CONFIG_FILENAME,
     DB_FILENAME,

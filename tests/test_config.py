@@ -12,7 +12,7 @@ import pytest
 
 from memkeeper.cli import main
 from memkeeper.config import Config, load_config, parse_config
-from memkeeper.config_doc import render_config
+from memkeeper.config.doc import render_config
 from memkeeper.errors import EXIT_CANT_CREATE, EXIT_CONFIG, ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -206,8 +206,8 @@ def test_valid_cron_expressions_are_accepted(schedule: str) -> None:
 
 
 def test_config_toml_at_the_repo_root_is_exactly_the_rendered_schema() -> None:
-    """Drift test: edit memkeeper/config.py, then regenerate config.toml with
-    ``python -c 'from memkeeper.config_doc import render_config as r; print(r(), end="")'
+    """Drift test: edit memkeeper/config/schema.py, then regenerate config.toml with
+    ``python -c 'from memkeeper.config.doc import render_config as r; print(r(), end="")'
     > config.toml``."""
     assert (REPO / "config.toml").read_text(encoding="utf-8") == render_config()
 

@@ -14,8 +14,8 @@ import pytest
 
 from memkeeper.cli import main
 from memkeeper.config import Config, load_config
-from memkeeper.config_doc import render_defaults
-from memkeeper.config_view import DefaultConfig, defaults
+from memkeeper.config.doc import render_defaults
+from memkeeper.config.view import DefaultConfig, defaults
 from memkeeper.errors import EXIT_CONFIG, EXIT_DATA
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,9 +35,9 @@ def _read(config: object, path: tuple[str, ...]) -> object:
 
 
 def test_the_generated_defaults_match_the_schema() -> None:
-    text = (REPO / "memkeeper" / "config_defaults.py").read_text(encoding="utf-8")
+    text = (REPO / "memkeeper" / "config" / "defaults.py").read_text(encoding="utf-8")
     assert text == render_defaults(), (
-        "memkeeper/config_defaults.py is stale: regenerate it (its docstring says how)"
+        "memkeeper/config/defaults.py is stale: regenerate it (its docstring says how)"
     )
 
 
@@ -69,7 +69,7 @@ def test_the_view_pickles_copies_and_shows_like_the_model(cli) -> None:
     import copy
     import pickle
 
-    from memkeeper.config_doc import render_config
+    from memkeeper.config.doc import render_config
 
     view = defaults()
     assert pickle.loads(pickle.dumps(view)) == view
@@ -92,7 +92,7 @@ def test_no_file_gives_the_view_and_a_file_the_schema(tmp_path: Path) -> None:
 def test_defaults_load_without_pydantic() -> None:
     script = (
         "import sys\n"
-        "from memkeeper.config_file import load_config\n"
+        "from memkeeper.config.file import load_config\n"
         "config = load_config(None)\n"
         "print(config.limits.max_key_chars, config.jobs.expire.ttl_days.fact)\n"
         "print('pydantic' in sys.modules)\n"
@@ -103,6 +103,42 @@ def test_defaults_load_without_pydantic() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == ["256", "180", "False", "True"]
+
+
+def test_the_package_imports_the_schema_on_the_first_use_of_a_schema_name() -> None:
+    """``import memkeeper.config`` (which ``memkeeper.config.view`` implies) stays light;
+    ``load_config`` comes from the file reader, still without pydantic; ``Config`` brings
+    the schema; a name the package has not fails as any missing attribute does."""
+    script = (
+        "import sys\n"
+        "import memkeeper.config, memkeeper.config.view\n"
+        "print('pydantic' in sys.modules, 'memkeeper.config.schema' in sys.modules)\n"
+        "from memkeeper.config import load_config\n"
+        "print('pydantic' in sys.modules)\n"
+        "from memkeeper.config import Config\n"
+        "print('pydantic' in sys.modules, Config.__module__)\n"
+        "print(hasattr(memkeeper.config, 'NoSuchName'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == [
+        *("False", "False"),
+        "False",
+        *("True", "memkeeper.config.schema"),
+        "False",
+    ]
+
+
+def test_every_public_name_of_the_package_is_the_schema_modules_own() -> None:
+    import memkeeper.config
+    from memkeeper.config import file, schema
+
+    assert memkeeper.config.__all__ == schema.__all__
+    for name in schema.__all__:
+        assert getattr(memkeeper.config, name) is getattr(schema, name), name
+    assert memkeeper.config.load_config is file.load_config
+    assert set(schema.__all__) <= set(dir(memkeeper.config))
 
 
 # -- a config file on the memory commands' fast path ------------------------------------------

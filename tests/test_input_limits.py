@@ -79,7 +79,7 @@ def number_fields():
     from pydantic import BaseModel
 
     from memkeeper.config import Config
-    from memkeeper.config_doc import is_number
+    from memkeeper.config.doc import is_number
 
     def walk(model: type[BaseModel], prefix: str):
         for name, field in model.model_fields.items():
@@ -93,7 +93,7 @@ def number_fields():
 
 
 def test_every_number_in_the_schema_has_both_bounds_and_config_toml_says_them() -> None:
-    from memkeeper.config_doc import bounds, value_range
+    from memkeeper.config.doc import bounds, value_range
 
     fields = number_fields()
     assert len(fields) > 60
@@ -135,8 +135,8 @@ def test_every_bound_is_accepted_and_search_json_stays_json(
 ) -> None:
     """At the largest weights the schema allows the scores are finite: --json never has
     Infinity or NaN. The bounds are read from the schema, so the test follows it."""
-    from memkeeper.config_doc import bounds
-    from memkeeper.config_search import SearchSection
+    from memkeeper.config.doc import bounds
+    from memkeeper.config.search import SearchSection
 
     with MemoryStore(db_path) as store:
         store.remember("bob", "city", "Paris")

@@ -31,7 +31,7 @@ from mcp_clients import MODERN, MODES, over_http
 from memkeeper import MemoryStore, logs
 from memkeeper.clock import fixed, system_now
 from memkeeper.config import Config
-from memkeeper.config_mcp import McpSection
+from memkeeper.config.mcp import McpSection
 from memkeeper.errors import ConfigError
 from memkeeper.maintenance.runner import run_once
 from memkeeper.mcp.auth import load_tokens

@@ -21,7 +21,7 @@ from test_mcp_http import ACCEPT, INITIALIZE, TOKENS, write_tokens
 
 from memkeeper import MemoryStore, logs
 from memkeeper.config import Config
-from memkeeper.config_mcp import McpSection
+from memkeeper.config.mcp import McpSection
 from memkeeper.mcp.http import HttpServer, plan
 
 CAP = 6

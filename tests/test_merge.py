@@ -63,7 +63,7 @@ def merge(store: MemoryStore, *, dry_run: bool = False, **config: Any) -> JobRes
 
 
 def _merge(options: dict[str, Any]) -> Any:
-    from memkeeper.config_merge import MergeJob
+    from memkeeper.config.merge import MergeJob
 
     return MergeJob.model_validate(options)
 

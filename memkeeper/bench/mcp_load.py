@@ -35,7 +35,7 @@ from memkeeper.bench.generate import NOW, generate
 from memkeeper.bench.workers import PASS_JOBS, running_clock
 from memkeeper.clock import fixed
 from memkeeper.config import Config
-from memkeeper.config_mcp import McpSection
+from memkeeper.config.mcp import McpSection
 from memkeeper.maintenance.runner import run_once
 from memkeeper.store import MemoryStore
 

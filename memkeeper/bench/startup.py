@@ -33,7 +33,7 @@ COMMANDS: dict[str, list[str]] = {
 }
 KEPT_OFF = (
     "pydantic",
-    "memkeeper.config",
+    "memkeeper.config.schema",
     "sqlite_utils",
     "numpy",
     "structlog",

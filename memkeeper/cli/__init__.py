@@ -26,7 +26,7 @@ from click.core import ParameterSource
 from memkeeper import __version__, logs, settings
 from memkeeper.cli.commands import LazyGroup
 from memkeeper.clock import fixed, parse_user_time, system_now
-from memkeeper.config_file import load_config
+from memkeeper.config.file import load_config
 from memkeeper.errors import EXIT_DATABASE, EXIT_ERROR, EXIT_USAGE, MemkeeperError
 from memkeeper.paths import ENV_CONFIG, ENV_NOW
 

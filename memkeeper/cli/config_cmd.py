@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from memkeeper.cli import App, json_option, pass_app, print_json
-from memkeeper.config_doc import render_config
+from memkeeper.config.doc import render_config
 from memkeeper.errors import MemkeeperError, StorageUnwritable
 from memkeeper.paths import user_config_dir
 

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from memkeeper.clock import from_db
-from memkeeper.config_merge import MergeJob
+from memkeeper.config.merge import MergeJob
 from memkeeper.retrieval.indexing import SearchSettings
 from memkeeper.storage import job_runs, merge_candidates
 from memkeeper.storage.files import Storage

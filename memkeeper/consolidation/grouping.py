@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memkeeper.config import ScoringSection
-from memkeeper.config_merge import MergeJob
+from memkeeper.config.merge import MergeJob
 from memkeeper.consolidation.normalize import normalize, normalize_key
 from memkeeper.records import Memory
 from memkeeper.scoring import retention_score

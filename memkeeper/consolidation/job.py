@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memkeeper.clock import to_db
-from memkeeper.config_merge import MergeJob
+from memkeeper.config.merge import MergeJob
 from memkeeper.consolidation.candidates import (
     candidate_pairs,
     current_watermark,

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from memkeeper.config_merge import MergeJob
+from memkeeper.config.merge import MergeJob
 from memkeeper.consolidation.grouping import NotePair
 from memkeeper.consolidation.merging import apply_whole
 from memkeeper.llm.answer import LlmAnswer

@@ -41,7 +41,7 @@ from typing import Any
 
 from memkeeper import logs
 from memkeeper.config import Config
-from memkeeper.config_mcp import split_list
+from memkeeper.config.mcp import split_list
 from memkeeper.errors import ConfigError, InvalidInput, MemkeeperError
 from memkeeper.mcp.auth import load_tokens
 from memkeeper.mcp.gate import Gate, HttpPlan, principal_of_request

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memkeeper.config_search import SearchSection
+    from memkeeper.config.search import SearchSection
 
 
 def ranks(scored: Sequence[tuple[str, float] | tuple[str, float, float]]) -> dict[str, int]:

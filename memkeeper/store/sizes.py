@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memkeeper.config_retention import StatusSection
+from memkeeper.config.retention import StatusSection
 from memkeeper.storage.connection import Database
 from memkeeper.storage.files import Storage
 from memkeeper.storage.space import file_sizes, space_of, table_stats

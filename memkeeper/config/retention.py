@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from memkeeper.config_base import SCHEDULE_DOC, JobSection, Section
+from memkeeper.config.base import SCHEDULE_DOC, JobSection, Section
 from memkeeper.validation import MAX_DAYS
 
 

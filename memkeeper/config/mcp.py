@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from memkeeper.config_base import Section
+from memkeeper.config.base import Section
 
 
 def split_list(text: str) -> list[str]:

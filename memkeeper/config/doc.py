@@ -13,8 +13,8 @@ import typing
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from memkeeper.config import Config
-from memkeeper.config_view import as_model
+from memkeeper.config.schema import Config
+from memkeeper.config.view import as_model
 
 HEADER = """\
 # memkeeper configuration — every key, with its default.
@@ -107,12 +107,13 @@ def render_config(config: Config | None = None) -> str:
 DEFAULTS_HEADER = '''\
 """The default configuration as plain data, for start-up without pydantic (generated).
 
-Generated from the schema (memkeeper/config.py) by :func:`memkeeper.config_doc.render_defaults`;
-do not edit: ``python -c 'from memkeeper.config_doc import render_defaults as r; print(r(),
-end="")' > /tmp/defaults.py && mv /tmp/defaults.py memkeeper/config_defaults.py`` (through a
-file elsewhere: importing the schema reads this module, so it must not be emptied first;
-tests/test_config_view.py checks the two match).
-:mod:`memkeeper.config_view` reads it when no config file exists, so that the memory commands
+Generated from the schema (memkeeper/config/schema.py) by
+:func:`memkeeper.config.doc.render_defaults`; do not edit: ``python -c 'from
+memkeeper.config.doc import render_defaults as r; print(r(), end="")' > /tmp/defaults.py &&
+mv /tmp/defaults.py memkeeper/config/defaults.py`` (through a file elsewhere: importing the
+schema reads this module, so it must not be emptied first; tests/test_config_view.py checks
+the two match).
+:mod:`memkeeper.config.view` reads it when no config file exists, so that the memory commands
 start without building the schema (README, Performance: start-up).
 """
 
@@ -141,5 +142,5 @@ def _python_value(value: object, indent: int) -> list[str]:
 
 
 def render_defaults() -> str:
-    """The text of :mod:`memkeeper.config_defaults`: ``Config().model_dump()`` as a literal."""
+    """The text of :mod:`memkeeper.config.defaults`: ``Config().model_dump()`` as a literal."""
     return DEFAULTS_HEADER + "\n".join(_python_value(Config().model_dump(), 0)) + "\n"

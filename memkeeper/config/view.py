@@ -3,14 +3,14 @@
 Building the schema's models (:mod:`memkeeper.config`) costs more start-up time than a memory
 command's whole work (pydantic's import and its schema build, ~150 ms; README, Performance:
 start-up). With no config file there is nothing to validate, so :func:`defaults` gives a
-:class:`DefaultConfig` over :data:`memkeeper.config_defaults.DEFAULTS`, the defaults generated
+:class:`DefaultConfig` over :data:`memkeeper.config.defaults.DEFAULTS`, the defaults generated
 from the schema (a test checks they match it): the same values under the same attribute names
 (``config.limits.max_key_chars``, ``config.jobs.expire.ttl_days.fact``).
 
 Anything beyond reading a value (``model_dump()``, ``model_copy()``, iterating a section,
 comparing with a :class:`~memkeeper.config.Config`) is answered by the real model, built on
 first such use, so a caller never needs to know which of the two it holds. A config file is
-always validated by the schema itself (:func:`memkeeper.config_file.load_config`).
+always validated by the schema itself (:func:`memkeeper.config.file.load_config`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from memkeeper.config_defaults import DEFAULTS
+from memkeeper.config.defaults import DEFAULTS
 
 if TYPE_CHECKING:
-    from memkeeper.config import Config
+    from memkeeper.config.schema import Config
 
 
 class DefaultConfig:
@@ -51,7 +51,7 @@ class DefaultConfig:
     def real(self) -> Any:
         """The pydantic model this view stands for (``Config()``, or its section)."""
         if not self._model:
-            from memkeeper.config import Config
+            from memkeeper.config.schema import Config
 
             self._model.append(Config())
         model = self._model[0]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from memkeeper.config_base import JobSection, Section
-from memkeeper.config_index import IndexJob
-from memkeeper.config_merge import MergeJob
-from memkeeper.config_retention import RetainJob
-from memkeeper.config_summarize_extras import ExtractSection, ParkingSection
+from memkeeper.config.base import JobSection, Section
+from memkeeper.config.index import IndexJob
+from memkeeper.config.merge import MergeJob
+from memkeeper.config.retention import RetainJob
+from memkeeper.config.summarize_extras import ExtractSection, ParkingSection
 from memkeeper.validation import MAX_DAYS
 
 _Section = Section

@@ -1,11 +1,12 @@
 """The default configuration as plain data, for start-up without pydantic (generated).
 
-Generated from the schema (memkeeper/config.py) by :func:`memkeeper.config_doc.render_defaults`;
-do not edit: ``python -c 'from memkeeper.config_doc import render_defaults as r; print(r(),
-end="")' > /tmp/defaults.py && mv /tmp/defaults.py memkeeper/config_defaults.py`` (through a
-file elsewhere: importing the schema reads this module, so it must not be emptied first;
-tests/test_config_view.py checks the two match).
-:mod:`memkeeper.config_view` reads it when no config file exists, so that the memory commands
+Generated from the schema (memkeeper/config/schema.py) by
+:func:`memkeeper.config.doc.render_defaults`; do not edit: ``python -c 'from
+memkeeper.config.doc import render_defaults as r; print(r(), end="")' > /tmp/defaults.py &&
+mv /tmp/defaults.py memkeeper/config/defaults.py`` (through a file elsewhere: importing the
+schema reads this module, so it must not be emptied first; tests/test_config_view.py checks
+the two match).
+:mod:`memkeeper.config.view` reads it when no config file exists, so that the memory commands
 start without building the schema (README, Performance: start-up).
 """
 

@@ -2,7 +2,7 @@
 
 Part of the schema in :mod:`memkeeper.config` (kept apart to keep modules small). What the
 job embeds, in which batches and within which budgets, is set in ``[search]``
-(``embedding_*`` and ``index_*``, :mod:`memkeeper.config_search`); the job is described in
+(``embedding_*`` and ``index_*``, :mod:`memkeeper.config.search`); the job is described in
 ``jobs/index.py``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from memkeeper.config_base import SCHEDULE_DOC, JobSection
+from memkeeper.config.base import SCHEDULE_DOC, JobSection
 
 
 class IndexJob(JobSection):

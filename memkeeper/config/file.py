@@ -2,7 +2,7 @@
 
 :func:`load_config` is the one reader (the library, the CLI and the service reach it through
 :func:`memkeeper.settings.resolve`). A missing default file gives the defaults as
-:func:`memkeeper.config_view.defaults` (no pydantic: the memory commands start faster, README
+:func:`memkeeper.config.view.defaults` (no pydantic: the memory commands start faster, README
 Performance: start-up); a file that exists is always validated by the schema
 (:func:`memkeeper.config.parse_config`), so a bad value fails the same way, with the same
 message (exit 78), on every command.
@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memkeeper.config_view import defaults
+from memkeeper.config.view import defaults
 from memkeeper.errors import ConfigError
 
 if TYPE_CHECKING:
-    from memkeeper.config import Config
+    from memkeeper.config.schema import Config
 
 
 def load_config(path: Path | None, *, explicit: bool = False) -> Config:
@@ -53,6 +53,6 @@ def load_config(path: Path | None, *, explicit: bool = False) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    from memkeeper.config import parse_config  # the schema: only when there is a file
+    from memkeeper.config.schema import parse_config  # the schema: only when there is a file
 
     return parse_config(data, path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from memkeeper.config_base import SCHEDULE_DOC, JobSection
+from memkeeper.config.base import SCHEDULE_DOC, JobSection
 
 
 class MergeJob(JobSection):

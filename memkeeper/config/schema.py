@@ -1,4 +1,4 @@
-"""memkeeper's configuration: the schema, its defaults, loading and validation.
+"""memkeeper's configuration schema: its sections, their defaults, and validation.
 
 The schema below is the single source of truth. ``config.toml`` at the root of the repository
 is generated from it (``memkeeper config init`` writes the same text, and a test checks the
@@ -20,9 +20,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, ValidationError, field_validator
 
-from memkeeper.config_base import JobSection, Section
-from memkeeper.config_file import load_config
-from memkeeper.config_jobs import (
+from memkeeper.config.base import JobSection, Section
+from memkeeper.config.file import load_config
+from memkeeper.config.jobs import (
     JOB_ORDER,
     DemoteJob,
     ExpireJob,
@@ -32,13 +32,13 @@ from memkeeper.config_jobs import (
     SummarizeJob,
     TtlDays,
 )
-from memkeeper.config_mcp import McpSection
-from memkeeper.config_retention import StatusSection
-from memkeeper.config_search import SearchSection
+from memkeeper.config.mcp import McpSection
+from memkeeper.config.retention import StatusSection
+from memkeeper.config.search import SearchSection
 from memkeeper.errors import ConfigError
 from memkeeper.validation import MAX_DAYS
 
-# The jobs' sections live in config_jobs; most callers import them from here.
+# The jobs' sections live in memkeeper.config.jobs; most callers import them from here.
 __all__ = [
     "JOB_ORDER",
     "Config",
@@ -60,7 +60,7 @@ __all__ = [
     "parse_config",
 ]
 
-_Section = Section  # the strict base of every section (memkeeper.config_base)
+_Section = Section  # the strict base of every section (memkeeper.config.base)
 _Job = JobSection  # a job's section: enabled, schedule
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from memkeeper.config_base import Section
+from memkeeper.config.base import Section
 from memkeeper.paths import ENV_RETRIEVAL
 
 __all__ = ["ENV_RETRIEVAL", "SearchSection"]

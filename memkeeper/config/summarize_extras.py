@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from memkeeper.config_base import Section
+from memkeeper.config.base import Section
 from memkeeper.validation import MAX_DAYS
 
 
