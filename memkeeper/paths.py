@@ -9,6 +9,7 @@ for every caller: :func:`memkeeper.settings.resolve`.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import platformdirs
@@ -31,6 +32,14 @@ def user_data_dir() -> Path:
 def user_config_dir() -> Path:
     """The per-user configuration directory for memkeeper (not created here)."""
     return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+
+
+_DATABASE_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
+
+
+def is_database_url(text: object) -> bool:
+    """True when ``text`` names a PostgreSQL database (a URL), not a SQLite file path."""
+    return isinstance(text, str) and _DATABASE_URL.match(text) is not None
 
 
 def cold_path_for(hot_path: Path) -> Path:

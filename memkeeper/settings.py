@@ -35,6 +35,7 @@ from memkeeper.paths import (
     ENV_CONFIG,
     ENV_DB,
     cold_path_for,
+    is_database_url,
     user_config_dir,
     user_data_dir,
 )
@@ -66,6 +67,9 @@ class Settings:
     hot_path: Path
     cold_path: Path
     db_source: DbSource
+    url: str | None = None
+    """A PostgreSQL database (``postgresql://...``) instead of the two files; then
+    ``hot_path`` and ``cold_path`` are unused."""
 
 
 def config_file(path: str | Path | None = None) -> tuple[Path, bool]:
@@ -117,6 +121,20 @@ def database_paths(db: str | Path | None, config: Config) -> tuple[Path, Path, D
     return hot, cold_path_for(hot), source
 
 
+def database_url(db: str | Path | None, config: Config) -> tuple[str, DbSource] | None:
+    """The PostgreSQL URL the same order names (rule 2), if it names one rather than a file:
+    ``db``, else ``MEMKEEPER_DB``, else ``database.url`` (which a path or ``MEMKEEPER_DB``
+    given as a file overrides), else None: SQLite."""
+    if db is not None and str(db) != "":
+        return (str(db), "argument") if is_database_url(db) else None
+    env = os.environ.get(ENV_DB)
+    if env:
+        return (env, "environment") if is_database_url(env) else None
+    if config.database.url:
+        return config.database.url, "config"
+    return None
+
+
 def resolve(db: str | Path | None = None, config: Config | str | Path | None = None) -> Settings:
     """Resolve the configuration and the database files the way every caller does.
 
@@ -126,6 +144,10 @@ def resolve(db: str | Path | None = None, config: Config | str | Path | None = N
     config file, or a named one that does not exist.
     """
     loaded, path, explicit = load(config)
+    url = database_url(db, loaded)
+    if url is not None:
+        unused = Path("(postgresql)")  # never the URL itself: it may hold a password
+        return Settings(loaded, path, explicit, unused, unused, url[1], url=url[0])
     hot, cold, source = database_paths(db, loaded)
     return Settings(
         config=loaded,

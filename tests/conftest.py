@@ -55,8 +55,53 @@ def quiet_logs() -> None:
     configure(level="warning", fmt="console")
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests of ``both_backends`` modules that take ``db_path`` run on each backend."""
+    if "db_path" not in metafunc.fixturenames:
+        return
+    both = metafunc.definition.get_closest_marker("both_backends") is not None
+    if not both or metafunc.definition.get_closest_marker("sqlite_only") is not None:
+        return
+    metafunc.parametrize(
+        "backend",
+        ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+        indirect=True,
+    )
+
+
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend this test runs on (``sqlite`` unless its module runs on both)."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """The session's real PostgreSQL (tests/helpers/postgres.py), started at first use."""
+    from helpers.postgres import TestServer, check_stopped
+
+    server = TestServer.start()
+    yield server
+    check_stopped(server)
+
+
+@pytest.fixture(scope="session")
+def pg_suite_url(pg_server: Any) -> str:
+    """The database the backend-parametrized tests share (emptied before each)."""
+    from helpers.postgres import create_database
+
+    return create_database(pg_server, "mk_suite")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Path | str:
+    """The test's memory database: a file, or on PostgreSQL the emptied test database."""
+    if backend == "postgres":
+        from helpers.backends import empty_memory
+
+        url = request.getfixturevalue("pg_suite_url")
+        empty_memory(url)
+        return url
     return tmp_path / "memory.db"
 
 

@@ -23,6 +23,8 @@ from memkeeper.maintenance.runner import run_once
 
 DAY = timedelta(days=1)
 
+pytestmark = pytest.mark.both_backends
+
 
 def hot_row(store: MemoryStore, memory_id: str) -> dict[str, Any] | None:
     rows = [row for row in raw_rows(store.path, "memories") if row["id"] == memory_id]

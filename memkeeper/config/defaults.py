@@ -16,6 +16,7 @@ DEFAULTS: dict[str, Any] = {
     "database": {
         "path": "",
         "url": "",
+        "connect_timeout_s": 10,
         "cold_path": "",
         "busy_timeout_ms": 5000,
         "batch_size": 500,

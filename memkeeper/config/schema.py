@@ -77,6 +77,13 @@ class DatabaseSection(_Section):
         "password out of this file). Used when neither --db nor MEMKEEPER_DB is given; path "
         "and cold_path are then unused. Empty: SQLite.",
     )
+    connect_timeout_s: float = Field(
+        10,
+        gt=0,
+        le=600,
+        description="How long to wait for the PostgreSQL server to accept a connection, in "
+        "seconds (database.url only).",
+    )
     cold_path: str = Field(
         "",
         description="Absolute path of the cold-storage database of that hot file (a hot file "

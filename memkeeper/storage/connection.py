@@ -68,6 +68,7 @@ class Database:
     """
 
     __slots__ = ("__weakref__", "conn")
+    dialect = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn

@@ -67,6 +67,10 @@ def delete_in(conn: Any, table: str, column: str, values: Sequence[Any]) -> int:
 class Storage:
     """The hot database (always open) and the cold database (opened when first needed)."""
 
+    one_database = False
+    """True when cold storage is a table of the hot database (PostgreSQL): a move between
+    them is one transaction, with no crash protocol across files."""
+
     def __init__(
         self,
         hot_path: Path,

@@ -327,6 +327,10 @@ def immediate_transaction(db: Database) -> Iterator[Database]:
     constraint raced past the checks) roll back and surface as memkeeper's own errors.
     Nested calls (and sqlite-utils' own ``atomic()`` inside) become savepoints.
     """
+    if getattr(db, "dialect", "sqlite") == "postgres":
+        with db.write_transaction():  # type: ignore[attr-defined]
+            yield db
+        return
     conn = db.conn
     if conn.in_transaction:
         with db.atomic():
@@ -354,6 +358,8 @@ def checkpoint(db: Database, *, mode: str = "PASSIVE") -> None:
     blocking, anyone: agents never stall on it. TRUNCATE (used by erasure, through
     :mod:`memkeeper.storage.scrub`) waits for readers and writers and empties the WAL.
     """
+    if getattr(db, "dialect", "sqlite") != "sqlite":
+        return
     with contextlib.suppress(sqlite3.OperationalError):
         db.conn.execute(f"PRAGMA wal_checkpoint({_CHECKPOINT_MODES[mode]})").fetchone()
 

@@ -263,7 +263,7 @@ def reconcile(storage: Storage) -> int:
     Must run under the hot write lock; :func:`apply` and the job runner call it.
     """
     cold = storage.cold(create=False)
-    if cold is None:
+    if cold is None or storage.one_database:
         return 0
     marked = [row["id"] for row in cold.query("SELECT id FROM moves_in_flight")]
     if not marked:
@@ -342,10 +342,19 @@ def apply(
                     storage, [(t, cur) for t, cur in pairs if cur == t.expected]
                 )
                 into_cold = [t.target for t, cur in ready if _is_cold(t.target)]
-                marks = [t.memory_id for t, cur in ready if _is_cold(cur) != _is_cold(t.target)]
+                marks = (
+                    []
+                    if storage.one_database  # one transaction: no crash window across files
+                    else [t.memory_id for t, cur in ready if _is_cold(cur) != _is_cold(t.target)]
+                )
                 if into_cold or marks:
                     _write_cold(storage, into_cold, marks, stamp)  # type: ignore[arg-type]
                     step_hook("cold-written")
+                if storage.one_database:  # the cold rows that leave go in the same commit
+                    leaving = [
+                        t.memory_id for t, c in ready if _is_cold(c) and not _is_cold(t.target)
+                    ]
+                    delete_in(storage.hot.conn, "cold_memories", "id", leaving)
                 _write_hot(storage, ready)
                 insert_changes(
                     storage.hot,

@@ -44,13 +44,15 @@ from memkeeper.storage.transitions import Image, used_image
 
 _UPSERT_MANY = (
     "INSERT INTO uses (memory_id, day, count, first_at, last_at) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT (memory_id, day) DO UPDATE SET count = count + excluded.count,"
-    " first_at = min(first_at, excluded.first_at), last_at = max(last_at, excluded.last_at)"
+    " ON CONFLICT (memory_id, day) DO UPDATE SET count = uses.count + excluded.count,"
+    " first_at = min(uses.first_at, excluded.first_at),"
+    " last_at = max(uses.last_at, excluded.last_at)"
 )
 _UPSERT = (
     "INSERT INTO uses (memory_id, day, count, first_at, last_at) VALUES (?, ?, 1, ?, ?)"
-    " ON CONFLICT (memory_id, day) DO UPDATE SET count = count + 1,"
-    " first_at = min(first_at, excluded.first_at), last_at = max(last_at, excluded.last_at)"
+    " ON CONFLICT (memory_id, day) DO UPDATE SET count = uses.count + 1,"
+    " first_at = min(uses.first_at, excluded.first_at),"
+    " last_at = max(uses.last_at, excluded.last_at)"
 )
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from memkeeper.clock import Clock, system_now
 from memkeeper.settings import database_paths, resolve
 from memkeeper.storage.files import Storage
-from memkeeper.storage.sqlite import Tuning
+from memkeeper.storage.opening import open_storage
 from memkeeper.store.core import Concern as _Concern
 from memkeeper.store.core import StoreCore
 from memkeeper.store.entries import DEFAULT_CONFIDENCE, new_memory_id
@@ -90,19 +90,7 @@ class MemoryStore:
         # The same resolution as the CLI and the service: a Config, a config file, or None
         # for MEMKEEPER_CONFIG / the per-user config file (missing = defaults).
         settings = resolve(path, config)
-        database = settings.config.database
-        storage = Storage(
-            settings.hot_path,
-            settings.cold_path,
-            busy_timeout_ms=database.busy_timeout_ms,
-            create=create,
-            tuning=Tuning(
-                busy_timeout_ms=database.busy_timeout_ms,
-                synchronous=database.synchronous,
-                cache_mb=database.cache_mb,
-                mmap_mb=database.mmap_mb,
-            ),
-        )
+        storage = open_storage(settings, create=create)
         self._core = StoreCore(storage, settings.config, clock or system_now, actor)
 
     # -- plumbing: the shared state lives on the core, so every concern sees a change -------

@@ -113,9 +113,41 @@ def dump_databases(hot_path: Path) -> dict[str, list[str]]:
     return result
 
 
-def raw_rows(path: Path, table: str) -> list[dict[str, Any]]:
+_PG_ORDER = {"uses": "memory_id, day", "job_runs": "started_at, run_id"}
+_PG_ONLY_COLUMNS = ("rowid", "search_text", "search_words", "embedding")
+
+
+def _pg_rows(url: str, table: str) -> list[dict[str, Any]]:
+    """A table of the PostgreSQL test database as SQLite's file would hold it: without the
+    columns only PostgreSQL has, in insertion order (rowid or id)."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(url, row_factory=dict_row, connect_timeout=10) as conn:
+        names = [
+            row["column_name"]
+            for row in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema ="
+                " 'memkeeper' AND table_name = %s ORDER BY ordinal_position",
+                (table,),
+            )
+        ]
+        order = _PG_ORDER.get(table) or ("rowid" if "rowid" in names else "id")
+        rows = conn.execute(f"SELECT * FROM memkeeper.{table} ORDER BY {order}").fetchall()
+    dropped = (*_PG_ONLY_COLUMNS, *(("user_id", "namespace") if table == "vectors" else ()))
+    return [{k: v for k, v in row.items() if k not in dropped} for row in rows]
+
+
+def is_postgres(path: object) -> bool:
+    """Whether a test's ``db_path`` (or a store's ``path``) is the PostgreSQL test database."""
+    return str(path).startswith(("postgresql://", "postgres://"))
+
+
+def raw_rows(path: Path | str, table: str) -> list[dict[str, Any]]:
     """Every row of one table of one file, in rowid order, as plain dicts."""
-    conn = _connect(path)
+    if is_postgres(path):
+        return _pg_rows(str(path), table)
+    conn = _connect(Path(path))
     try:
         return [dict(row) for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid")]
     finally:
@@ -124,7 +156,7 @@ def raw_rows(path: Path, table: str) -> list[dict[str, Any]]:
 
 def change_rows(hot_path: Path) -> list[dict[str, Any]]:
     """The change log as stored, oldest first, with before/after/details parsed from JSON."""
-    rows = raw_rows(Path(hot_path), "changes")
+    rows = raw_rows(hot_path, "changes")
     for row in rows:
         for column in ("before", "after", "details"):
             row[column] = json.loads(row[column]) if row[column] is not None else None

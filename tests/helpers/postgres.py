@@ -156,3 +156,32 @@ class TestServer:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
         return changed_modes({p: m for p, m in self._modes.items() if p != self._workdir})
+
+
+def check_stopped(server: TestServer) -> None:
+    """Stop the session's server; fail if a directory's mode changed while it ran."""
+    import warnings
+
+    changed = server.stop()
+    if server.reopened:  # a venv in a closed temp directory (mktemp -d): put back, and said
+        warnings.warn(
+            "pgserver opened (and the suite put back) "
+            + ", ".join(f"{p} {a:o} -> {b:o}" for p, (a, b) in server.reopened.items()),
+            stacklevel=1,
+        )
+    assert changed == {}, "directory modes changed while the test PostgreSQL ran: " + ", ".join(
+        f"{p} {a:o} -> {b:o}" for p, (a, b) in changed.items()
+    )
+
+
+def create_database(server: TestServer, prefix: str) -> str:
+    """A new database on the server (a unique name from ``prefix``); returns its URL."""
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server.url, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return server.url_for(name)

@@ -9,7 +9,6 @@ the server is stopped and no directory's mode may have changed.
 from __future__ import annotations
 
 import uuid
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,22 +24,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.postgres)
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[TestServer]:
-    server = TestServer.start()
-    yield server
-    changed = server.stop()
-    if server.reopened:  # a venv in a closed temp directory (mktemp -d): put back, and said
-        warnings.warn(
-            "pgserver opened (and the suite put back) "
-            + ", ".join(f"{p} {a:o} -> {b:o}" for p, (a, b) in server.reopened.items()),
-            stacklevel=1,
-        )
-    assert changed == {}, "directory modes changed while the test PostgreSQL ran: " + ", ".join(
-        f"{p} {a:o} -> {b:o}" for p, (a, b) in changed.items()
-    )
 
 
 def _admin(server: TestServer) -> psycopg.Connection:

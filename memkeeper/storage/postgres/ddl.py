@@ -29,6 +29,7 @@ from __future__ import annotations
 
 _MEMORY_COLUMNS = """
     id TEXT PRIMARY KEY,
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
     user_id TEXT NOT NULL,
     namespace TEXT NOT NULL DEFAULT '',
     kind TEXT NOT NULL CHECK (kind IN ('fact', 'preference', 'note')),
@@ -154,15 +155,20 @@ CREATE TABLE {{schema}}.uses (
     PRIMARY KEY (memory_id, day)
 );
 
--- One embedding per hot entry; user_id and namespace let the HNSW scan filter by owner.
+-- One embedding per hot entry (memkeeper.storage.vectors): ``vector`` holds float32 bytes as
+-- on SQLite, so both backends rank with the same code; rowid orders them for the merge job.
+-- ``embedding`` (pgvector) with the owner is the indexed form for HNSW scans (vector_index).
 CREATE TABLE {{schema}}.vectors (
     memory_id TEXT PRIMARY KEY,
-    user_id TEXT NOT NULL,
-    namespace TEXT NOT NULL DEFAULT '',
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    user_id TEXT,
+    namespace TEXT,
     model TEXT NOT NULL,
     dims INTEGER NOT NULL CHECK (dims > 0),
     value_hash TEXT NOT NULL,
-    embedding vector NOT NULL CHECK (vector_dims(embedding) = dims)
+    vector BYTEA CHECK (vector IS NULL OR length(vector) = 4 * dims),
+    embedding vector CHECK (embedding IS NULL OR vector_dims(embedding) = dims),
+    CHECK (vector IS NOT NULL OR embedding IS NOT NULL)
 );
 CREATE INDEX vectors_by_owner ON {{schema}}.vectors (user_id, model, dims);
 

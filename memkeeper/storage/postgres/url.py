@@ -28,11 +28,6 @@ _SCHEME = re.compile(r"^(postgres(?:ql)?)://", re.IGNORECASE)
 _SECRET_PARAMS = frozenset({"password", "sslpassword"})
 
 
-def is_database_url(text: str | os.PathLike[str]) -> bool:
-    """True when ``text`` names a PostgreSQL database (a URL), not a SQLite file path."""
-    return isinstance(text, str) and _SCHEME.match(text) is not None
-
-
 @dataclass(frozen=True)
 class DatabaseUrl:
     """One parsed PostgreSQL URL; prints masked, keeps the original only for the driver.

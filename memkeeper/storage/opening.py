@@ -1,0 +1,39 @@
+"""Open a store's storage from the resolved settings: the two SQLite files, or PostgreSQL.
+
+``settings.url`` (``--db postgresql://…``, ``MEMKEEPER_DB``, ``[database] url``) selects
+PostgreSQL; otherwise the hot file and cold file of :func:`memkeeper.settings.resolve`. The
+PostgreSQL backend (and psycopg) is imported only when a URL names it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memkeeper.storage.files import Storage
+from memkeeper.storage.sqlite import Tuning
+
+if TYPE_CHECKING:
+    from memkeeper.settings import Settings
+
+
+def open_storage(settings: Settings, *, create: bool) -> Storage:
+    """The storage ``settings`` name; with ``create`` false a missing database is an error."""
+    database = settings.config.database
+    if settings.url is not None:
+        from memkeeper.storage.postgres.storage import PostgresStorage
+
+        return PostgresStorage(
+            settings.url, create=create, connect_timeout=database.connect_timeout_s
+        )
+    return Storage(
+        settings.hot_path,
+        settings.cold_path,
+        busy_timeout_ms=database.busy_timeout_ms,
+        create=create,
+        tuning=Tuning(
+            busy_timeout_ms=database.busy_timeout_ms,
+            synchronous=database.synchronous,
+            cache_mb=database.cache_mb,
+            mmap_mb=database.mmap_mb,
+        ),
+    )

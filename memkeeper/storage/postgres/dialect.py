@@ -1,0 +1,145 @@
+"""memkeeper's own SQL, written once in SQLite's dialect, as PostgreSQL runs it.
+
+The storage functions (``storage/*.py``) hold one statement each for what they do; most are
+plain SQL both servers run alike. What the two dialects spell differently in those statements
+is a short, closed list, and this module rewrites exactly that list:
+
+- parameters: ``?`` becomes ``%s`` and ``:name`` becomes ``%(name)s`` (psycopg's style), a
+  literal ``%`` becomes ``%%``; text inside quotes is left alone;
+- ``INSERT OR IGNORE INTO t ...`` becomes ``INSERT INTO t ... ON CONFLICT DO NOTHING``, and
+  ``INSERT OR REPLACE INTO t (columns) ...`` an upsert on ``t``'s primary key
+  (:data:`PRIMARY_KEYS`) that sets every other column it names;
+- ``json_extract(column, '$.field')`` becomes ``(column::jsonb ->> 'field')`` (memkeeper's
+  JSON columns are text on both backends, and it compares the fields it reads as text);
+- ``group_concat`` becomes ``string_agg``; ``CAST(... AS REAL)`` a double; the scalar
+  ``min(a, b)`` / ``max(a, b)`` of two columns ``LEAST`` / ``GREATEST``.
+
+A statement only one backend has (``PRAGMA``, ``sqlite_master``, FTS5's ``MATCH``, ``ATTACH``)
+is not rewritten: it raises :class:`SqliteOnly`, so a code path that still assumes SQLite
+fails loudly in the PostgreSQL test run instead of doing something else. The storage function
+that needs such a statement has a PostgreSQL branch of its own. Translations are cached:
+the store runs the same few hundred statements over and over.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "memories": ("id",),
+    "cold_memories": ("id",),
+    "moves_in_flight": ("id",),
+    "uses": ("memory_id", "day"),
+    "vectors": ("memory_id",),
+    "job_runs": ("run_id",),
+    "messages": ("id",),
+    "episodes": ("id",),
+    "changes": ("id",),
+    "tombstones": ("id",),
+}
+"""Each table's primary key, for ``INSERT OR REPLACE`` (PostgreSQL names the conflict)."""
+
+
+class SqliteOnly(RuntimeError):
+    """A statement of SQLite's own reached the PostgreSQL backend (a bug: it needs a branch)."""
+
+
+_SQLITE_ONLY = re.compile(
+    r"\b(PRAGMA|sqlite_master|sqlite_schema|ATTACH|DETACH|MATCH|fts5|GLOB|julianday|printf"
+    r"|json_each|json_object|json_set|randomblob|BEGIN\s+IMMEDIATE|INDEXED\s+BY)\b",
+    re.IGNORECASE,
+)
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+_PARAMETER = re.compile(r"\?|(?<![:\w]):([A-Za-z_]\w*)|%")
+_OR_VERB = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\s+(\w+)", re.IGNORECASE)
+_COLUMNS = re.compile(r"^\s*INSERT\s+INTO\s+\w+\s*\(([^)]*)\)", re.IGNORECASE)
+_RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+_JSON_EXTRACT = re.compile(r"json_extract\(\s*(\w+)\s*,\s*'\$\.(\w+)'\s*\)", re.IGNORECASE)
+_GROUP_CONCAT = re.compile(r"\bgroup_concat\(", re.IGNORECASE)
+_AS_REAL = re.compile(r"\bAS\s+REAL\b", re.IGNORECASE)
+# SQLite's min/max of two values (scalar, not the aggregate): simple arguments only.
+_SCALAR = re.compile(r"\b(min|max)\(\s*([\w.]+)\s*,\s*([\w.]+)\s*\)", re.IGNORECASE)
+
+
+def _outside_quotes(
+    sql: str, rewrite: Callable[[str], str], quoted: Callable[[str], str] = str
+) -> str:
+    """``rewrite`` applied to every stretch of ``sql`` outside quoted text, ``quoted`` to
+    each quoted stretch."""
+    out, last = [], 0
+    for match in _QUOTED.finditer(sql):
+        out.append(rewrite(sql[last : match.start()]))
+        out.append(quoted(match.group(0)))
+        last = match.end()
+    out.append(rewrite(sql[last:]))
+    return "".join(out)
+
+
+def _percent(text: str) -> str:
+    """psycopg reads ``%`` everywhere, quoted text included: a literal one is doubled."""
+    return text.replace("%", "%%")
+
+
+def _parameters(text: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found == "?":
+            return "%s"
+        if found == "%":
+            return "%%"
+        return f"%({match.group(1)})s"
+
+    return _PARAMETER.sub(one, text)
+
+
+def _functions(text: str) -> str:
+    text = _JSON_EXTRACT.sub(r"(\1::jsonb ->> '\2')", text)
+    text = _GROUP_CONCAT.sub("string_agg(", text)
+    text = _SCALAR.sub(
+        lambda m: (
+            f"{'LEAST' if m.group(1).lower() == 'min' else 'GREATEST'}({m.group(2)}, {m.group(3)})"
+        ),
+        text,
+    )
+    return _AS_REAL.sub("AS DOUBLE PRECISION", text)
+
+
+def _conflict_clause(sql: str, verb: str, table: str) -> str:
+    if verb.upper() == "IGNORE":
+        return " ON CONFLICT DO NOTHING"
+    key = PRIMARY_KEYS.get(table)
+    columns = _COLUMNS.match(sql)
+    if key is None or columns is None:
+        raise SqliteOnly(f"INSERT OR REPLACE into {table} needs its columns and a known key")
+    names = [name.strip() for name in columns.group(1).split(",")]
+    updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names if name not in key)
+    action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
+    return f" ON CONFLICT ({', '.join(key)}) {action}"
+
+
+@functools.lru_cache(maxsize=2048)
+def translate(sql: str, with_parameters: bool = True) -> str:
+    """``sql`` (memkeeper's SQLite dialect) as PostgreSQL runs it; see the module docstring.
+
+    ``with_parameters`` false: the statement is run without parameters, so its ``%`` stays
+    as it is (psycopg reads placeholders only when parameters are given).
+    """
+    if _SQLITE_ONLY.search(_QUOTED.sub("''", sql)):
+        raise SqliteOnly(f"a SQLite-only statement reached PostgreSQL: {sql.strip()[:120]}")
+    conflict = ""
+    verb = _OR_VERB.match(sql)
+    if verb is not None:
+        sql = sql[: verb.start()] + f"INSERT INTO {verb.group(2)}" + sql[verb.end() :]
+        conflict = _conflict_clause(sql, verb.group(1), verb.group(2))
+    sql = _functions(sql)  # its patterns hold their own quoted text ('$.field')
+    if with_parameters:
+        sql = _outside_quotes(sql, _parameters, _percent)
+    if conflict:
+        returning = _RETURNING.search(sql)
+        if returning is not None:
+            sql = sql[: returning.start()].rstrip() + conflict + " " + sql[returning.start() :]
+        else:
+            sql = sql.rstrip().rstrip(";") + conflict
+    return sql

@@ -1,0 +1,104 @@
+"""A store's storage on PostgreSQL: one connection, hot and cold tables in one schema.
+
+:class:`PostgresStorage` is the :class:`~memkeeper.storage.files.Storage` of a PostgreSQL
+database. The layers above see the same object: ``hot`` is the database handle, and
+``cold()`` is the *same* handle, since cold storage is the table ``cold_memories`` beside
+``memories``. A move between them is therefore one transaction: the transition mechanism's
+crash protocol of two files (``moves_in_flight``) is not needed and not written
+(:attr:`one_database`).
+
+Opening connects (a refused password is :class:`~memkeeper.errors.AuthenticationFailed`, an
+unreachable server :class:`~memkeeper.errors.DatabaseUnreachable`, each one line naming the
+target, never the password), creates or migrates memkeeper's schema, and sets the
+connection's ``search_path`` to it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+from psycopg import sql
+
+from memkeeper.clock import system_now
+from memkeeper.errors import DatabaseMissing
+from memkeeper.storage.files import DEFAULT_AUTOCHECKPOINT, Storage
+from memkeeper.storage.postgres.database import PostgresDatabase
+from memkeeper.storage.postgres.pool import DEFAULT_CONNECT_TIMEOUT, connect
+from memkeeper.storage.postgres.schema import (
+    DEFAULT_SCHEMA,
+    applied_steps,
+    extension_schemas,
+    migrate,
+)
+from memkeeper.storage.postgres.url import DatabaseUrl, parse_url
+
+
+class PostgresStorage(Storage):
+    """memkeeper's tables in one PostgreSQL schema, behind the Storage interface."""
+
+    one_database = True
+
+    def __init__(
+        self,
+        url: DatabaseUrl | str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        create: bool = True,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        self.url = url if isinstance(url, DatabaseUrl) else parse_url(url)
+        self.schema = schema
+        self.lock = threading.RLock()
+        self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
+        self.hot_raw = self.cold_raw = None
+        raw = connect(self.url, connect_timeout=connect_timeout, autocommit=True)
+        try:
+            raw.cursor_factory = psycopg.ClientCursor
+            if not create and applied_steps(raw, schema) is None:
+                raise DatabaseMissing(
+                    f"memory database {self.url} (schema {schema!r}) does not exist "
+                    "(nothing was created); check --db, MEMKEEPER_DB or database.url"
+                )
+            raw.autocommit = False
+            migrate(raw, schema, now=system_now(), where=str(self.url))
+            raw.autocommit = True
+            path = [schema, *(s for s in extension_schemas(raw) if s != schema)]
+            raw.execute(
+                sql.SQL("SET search_path TO {}").format(
+                    sql.SQL(", ").join(sql.Identifier(s) for s in path)
+                )
+            )
+        except BaseException:
+            raw.close()
+            raise
+        self.hot = PostgresDatabase(raw, schema)  # type: ignore[assignment]
+
+    @property
+    def hot_path(self) -> str:  # type: ignore[override]
+        """The database, named for messages: the URL, its password masked."""
+        return str(self.url)
+
+    @property
+    def cold_path(self) -> str:  # type: ignore[override]
+        """Cold storage is a table of the same database."""
+        return str(self.url)
+
+    def autocheckpoint(self, pages: int) -> None:
+        """SQLite's WAL setting: nothing to do on PostgreSQL (the server checkpoints)."""
+        self.autocheckpoint_pages = pages
+
+    def cold(self, *, create: bool) -> PostgresDatabase:  # type: ignore[override]
+        """Cold storage: the same database (its table ``cold_memories``)."""
+        return self.hot  # type: ignore[return-value]
+
+    def check_cold_file(self, cold: object) -> None:
+        """No file to be swapped or deleted under us: the table is in the same database."""
+
+    def checkpoint(self) -> None:
+        """The server checkpoints by itself."""
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.hot.conn.raw.closed:  # type: ignore[attr-defined]
+                self.hot.close()
