@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -34,6 +34,7 @@ from psycopg import sql as psql
 from psycopg.adapt import Loader
 from psycopg.pq import TransactionStatus
 
+from memkeeper.errors import DatabaseUnreachable
 from memkeeper.storage.connection import _LAZY_KEYWORDS, _first_keyword, _keys
 from memkeeper.storage.postgres.dialect import translate
 
@@ -52,6 +53,16 @@ class _NumberLoader(Loader):
         return float(text)
 
 
+_IN_TRANSACTION = frozenset(
+    {TransactionStatus.INTRANS, TransactionStatus.INERROR, TransactionStatus.ACTIVE}
+)
+
+
+def _prepared(raw: psycopg.Connection) -> psycopg.Connection:
+    raw.adapters.register_loader("numeric", _NumberLoader)
+    return raw
+
+
 def _bound(value: Any) -> Any:
     return int(value) if isinstance(value, bool) else value
 
@@ -62,35 +73,92 @@ def _parameters(parameters: Sequence[Any] | Mapping[str, Any]) -> Any:
     return [_bound(value) for value in parameters]
 
 
+_RETRYABLE = frozenset({"SELECT", "WITH", "BEGIN", "VALUES"})
+"""Statements run again on a fresh connection when the old one turns out dead: they wrote
+nothing (a read, or the opening of a transaction), so running them twice cannot double a
+write. Any other statement's failure reaches the caller as DatabaseUnreachable."""
+
+
 class PostgresConnection:
-    """The part of ``sqlite3.Connection`` storage uses, on a psycopg connection."""
+    """The part of ``sqlite3.Connection`` storage uses, on a psycopg connection.
 
-    __slots__ = ("raw",)
+    A connection the server dropped (a restart, a failover, a killed backend) is replaced
+    by a new one from ``opener`` before the next statement outside a transaction; a read or
+    a ``BEGIN`` that found it dead runs once more on the new one. Inside a transaction a lost
+    connection fails the transaction (it rolled back on the server): the caller hears
+    :class:`~memkeeper.errors.DatabaseUnreachable` and nothing it was writing committed.
+    """
 
-    def __init__(self, raw: psycopg.Connection) -> None:
-        self.raw = raw
+    __slots__ = ("opener", "raw", "where")
+
+    def __init__(
+        self,
+        raw: psycopg.Connection,
+        opener: Callable[[], psycopg.Connection] | None = None,
+        where: str = "PostgreSQL",
+    ) -> None:
+        self.raw = _prepared(raw)
+        self.opener = opener
+        self.where = where
 
     @property
     def in_transaction(self) -> bool:
-        return self.raw.info.transaction_status != TransactionStatus.IDLE
+        """In a transaction (a dead connection is in none: its transaction is gone)."""
+        return self.raw.info.transaction_status in _IN_TRANSACTION
+
+    def _reopen(self) -> None:
+        if self.opener is None:
+            raise DatabaseUnreachable(f"the connection to {self.where} was lost")
+        with contextlib.suppress(psycopg.Error):
+            self.raw.close()
+        self.raw = _prepared(self.opener())
+
+    def _run(self, call: Callable[[], psycopg.Cursor], sql: str) -> psycopg.Cursor:
+        if self.raw.closed or self.raw.broken:
+            self._reopen()
+        outside = not self.in_transaction
+        try:
+            return call()
+        except psycopg.OperationalError as exc:
+            if not self.raw.broken:
+                raise  # a statement's own error (a lock timeout, a cancel): not the link
+            if outside and _first_keyword(sql) in _RETRYABLE:
+                self._reopen()
+                return call()
+            raise DatabaseUnreachable(
+                f"the connection to {self.where} was lost during a statement ({_reason(exc)});"
+                " what it was writing did not commit"
+            ) from None
 
     def execute(self, sql: str, parameters: Any = None) -> psycopg.Cursor:
         if parameters is None:
-            return self.raw.execute(translate(sql, False))
-        return self.raw.execute(translate(sql), _parameters(parameters))
+            text = translate(sql, False)
+            return self._run(lambda: self.raw.execute(text), sql)
+        text, bound = translate(sql), _parameters(parameters)
+        return self._run(lambda: self.raw.execute(text, bound), sql)
 
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
-        cursor = self.raw.cursor()
         rows = [_parameters(parameters) for parameters in seq_of_parameters]
-        if rows:
-            cursor.executemany(translate(sql), rows)
-        return cursor
+        text = translate(sql)
+
+        def many() -> psycopg.Cursor:
+            cursor = self.raw.cursor()
+            if rows:
+                cursor.executemany(text, rows)
+            return cursor
+
+        return self._run(many, sql)
 
     def cursor(self) -> psycopg.Cursor:
         return self.raw.cursor()
 
     def close(self) -> None:
         self.raw.close()
+
+
+def _reason(exc: psycopg.Error) -> str:
+    """The first line of the server's or libpq's message (it never holds the password)."""
+    return (str(exc).strip().splitlines() or ["connection lost"])[0]
 
 
 class PostgresDatabase:
@@ -100,9 +168,15 @@ class PostgresDatabase:
     dialect = "postgres"
     __slots__ = ("__weakref__", "conn", "schema")
 
-    def __init__(self, raw: psycopg.Connection, schema: str) -> None:
-        raw.adapters.register_loader("numeric", _NumberLoader)
-        self.conn = PostgresConnection(raw)
+    def __init__(
+        self,
+        raw: psycopg.Connection,
+        schema: str,
+        *,
+        opener: Callable[[], psycopg.Connection] | None = None,
+        where: str = "PostgreSQL",
+    ) -> None:
+        self.conn = PostgresConnection(raw, opener, where)
         self.schema = schema
 
     @property
@@ -136,20 +210,20 @@ class PostgresDatabase:
             try:
                 yield self
             except BaseException:
-                if self.conn.in_transaction:
+                if self.conn.in_transaction and not raw.broken:
                     raw.execute(psql.SQL("ROLLBACK TO SAVEPOINT {}").format(name))
                     raw.execute(psql.SQL("RELEASE SAVEPOINT {}").format(name))
                 raise
             raw.execute(psql.SQL("RELEASE SAVEPOINT {}").format(name))
             return
-        raw.execute("BEGIN")
+        self.conn.execute("BEGIN")  # on a live connection: a dead one is replaced first
         try:
             yield self
-            raw.execute("COMMIT")
+            self.conn.execute("COMMIT")
         except BaseException:
-            if self.conn.in_transaction:
+            if self.conn.in_transaction and not self.raw.broken:
                 with contextlib.suppress(psycopg.Error):
-                    raw.execute("ROLLBACK")
+                    self.raw.execute("ROLLBACK")
             raise
 
     @contextlib.contextmanager
@@ -158,7 +232,7 @@ class PostgresDatabase:
         docstring); inside another transaction, a savepoint (taking the lock there too, if a
         read-only transaction began it: a session may hold it more than once)."""
         with self.atomic():
-            self.raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, LOCK_WRITE))
+            self.conn.execute("SELECT pg_advisory_xact_lock(?, ?)", (LOCK_CLASS, LOCK_WRITE))
             yield self
 
     def close(self) -> None:

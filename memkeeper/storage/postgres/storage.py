@@ -52,27 +52,44 @@ class PostgresStorage(Storage):
         self.lock = threading.RLock()
         self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
         self.hot_raw = self.cold_raw = None
-        raw = connect(self.url, connect_timeout=connect_timeout, autocommit=True)
+        self._connect_timeout = connect_timeout
+        raw = connect(self.url, connect_timeout=connect_timeout)
         try:
-            raw.cursor_factory = psycopg.ClientCursor
             if not create and applied_steps(raw, schema) is None:
                 raise DatabaseMissing(
                     f"memory database {self.url} (schema {schema!r}) does not exist "
                     "(nothing was created); check --db, MEMKEEPER_DB or database.url"
                 )
-            raw.autocommit = False
+            raw.rollback()
             migrate(raw, schema, now=system_now(), where=str(self.url))
             raw.autocommit = True
-            path = [schema, *(s for s in extension_schemas(raw) if s != schema)]
-            raw.execute(
-                sql.SQL("SET search_path TO {}").format(
-                    sql.SQL(", ").join(sql.Identifier(s) for s in path)
-                )
-            )
+            self._search_path = [schema, *(s for s in extension_schemas(raw) if s != schema)]
+            self._configure(raw)
         except BaseException:
             raw.close()
             raise
-        self.hot = PostgresDatabase(raw, schema)  # type: ignore[assignment]
+        self.hot = PostgresDatabase(  # type: ignore[assignment]
+            raw, schema, opener=self._open, where=str(self.url)
+        )
+
+    def _configure(self, raw: psycopg.Connection) -> None:
+        """Client-side parameters and memkeeper's schema first on the search path."""
+        raw.cursor_factory = psycopg.ClientCursor
+        raw.execute(
+            sql.SQL("SET search_path TO {}").format(
+                sql.SQL(", ").join(sql.Identifier(s) for s in self._search_path)
+            )
+        )
+
+    def _open(self) -> psycopg.Connection:
+        """A new connection like the first (after the server dropped the old one)."""
+        raw = connect(self.url, connect_timeout=self._connect_timeout, autocommit=True)
+        try:
+            self._configure(raw)
+        except BaseException:
+            raw.close()
+            raise
+        return raw
 
     @property
     def hot_path(self) -> str:  # type: ignore[override]

@@ -1,0 +1,53 @@
+"""A store whose connection the server drops: it reconnects, and never loses an acknowledged
+write nor half-commits an unacknowledged one.
+
+The server ends a backend as it does on a restart or a failover (``pg_terminate_backend``):
+the store's next statement finds the connection dead.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from memkeeper import MemoryStore
+from memkeeper.errors import DatabaseUnreachable
+from memkeeper.storage.transaction import write_transaction
+
+
+def _kill_backend(url: str, store: MemoryStore) -> None:
+    pid = store.storage.hot.raw.info.backend_pid
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+
+
+def test_a_read_after_the_connection_died_reconnects(pg_database: str) -> None:
+    with MemoryStore(pg_database) as store:
+        store.remember("ann", "city", "Oslo")
+        _kill_backend(pg_database, store)
+        assert store.recall("ann", "city").value == "Oslo"
+
+
+def test_a_write_after_the_connection_died_commits_once(pg_database: str) -> None:
+    with MemoryStore(pg_database) as store:
+        _kill_backend(pg_database, store)
+        store.remember("ann", "city", "Oslo")
+        _kill_backend(pg_database, store)
+        store.remember("ann", "tea", "green")
+    with MemoryStore(pg_database) as again:
+        assert [m.key for m in again.list_memories("ann")] == ["city", "tea"]
+        assert len(again.changes(user_id="ann")) == 2
+
+
+def test_a_connection_lost_inside_a_write_commits_nothing(pg_database: str) -> None:
+    with MemoryStore(pg_database) as store:
+        store.remember("ann", "city", "Oslo")
+        storage = store.storage
+        with pytest.raises(DatabaseUnreachable) as caught:
+            with write_transaction(storage) as hot:
+                hot.execute("DELETE FROM memories WHERE user_id = ?", ["ann"])
+                _kill_backend(pg_database, store)
+                hot.execute("DELETE FROM changes WHERE user_id = ?", ["ann"])
+        assert "did not commit" in str(caught.value)
+        # The same store goes on working, and the delete never happened.
+        assert store.recall("ann", "city").value == "Oslo"
