@@ -43,11 +43,10 @@ def test_a_connection_lost_inside_a_write_commits_nothing(pg_database: str) -> N
     with MemoryStore(pg_database) as store:
         store.remember("ann", "city", "Oslo")
         storage = store.storage
-        with pytest.raises(DatabaseUnreachable) as caught:
-            with write_transaction(storage) as hot:
-                hot.execute("DELETE FROM memories WHERE user_id = ?", ["ann"])
-                _kill_backend(pg_database, store)
-                hot.execute("DELETE FROM changes WHERE user_id = ?", ["ann"])
+        with pytest.raises(DatabaseUnreachable) as caught, write_transaction(storage) as hot:
+            hot.execute("DELETE FROM memories WHERE user_id = ?", ["ann"])
+            _kill_backend(pg_database, store)
+            hot.execute("DELETE FROM changes WHERE user_id = ?", ["ann"])
         assert "did not commit" in str(caught.value)
         # The same store goes on working, and the delete never happened.
         assert store.recall("ann", "city").value == "Oslo"
