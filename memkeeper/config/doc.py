@@ -19,7 +19,7 @@ from memkeeper.config.view import as_model
 HEADER = """\
 # memkeeper configuration — every key, with its default.
 #
-# Generated from memkeeper/config.py (memkeeper config init writes this same file).
+# Generated from memkeeper/config/schema.py (memkeeper config init writes this same file).
 # Delete what you do not change: a missing key means its default. Unknown keys are errors.
 # Checked with: memkeeper config check    Effective values: memkeeper config show
 """
