@@ -15,7 +15,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -315,7 +315,9 @@ def _begin(db: Database) -> None:
 
 
 @contextlib.contextmanager
-def immediate_transaction(db: Database) -> Iterator[Database]:
+def immediate_transaction(
+    db: Database, *, users: Collection[str] | None = None, try_users: bool = False
+) -> Iterator[Database]:
     """One short write transaction that takes the write lock up front.
 
     sqlite-utils' ``db.atomic()`` opens a deferred ``BEGIN``; in WAL mode a deferred
@@ -326,9 +328,13 @@ def immediate_transaction(db: Database) -> Iterator[Database]:
     Expected SQLite failures in the body or the commit (full disk, read-only file, a
     constraint raced past the checks) roll back and surface as memkeeper's own errors.
     Nested calls (and sqlite-utils' own ``atomic()`` inside) become savepoints.
+
+    ``users`` and ``try_users`` scope the write on PostgreSQL (one writer per user, a job
+    skipping users an agent is writing: :mod:`memkeeper.storage.postgres.write_locks`);
+    SQLite has one writer at a time whatever is written.
     """
     if getattr(db, "dialect", "sqlite") == "postgres":
-        with db.write_transaction():  # type: ignore[attr-defined]
+        with db.write_transaction(users, try_users=try_users):  # type: ignore[attr-defined]
             yield db
         return
     conn = db.conn

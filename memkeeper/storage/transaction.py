@@ -12,7 +12,7 @@ offer the same block.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from memkeeper.storage.files import Storage
 from memkeeper.storage.handle import Handle
@@ -20,11 +20,13 @@ from memkeeper.storage.sqlite import immediate_transaction
 
 
 @contextlib.contextmanager
-def write_transaction(storage: Storage) -> Iterator[Handle]:
+def write_transaction(storage: Storage, users: Collection[str] | None = None) -> Iterator[Handle]:
     """Hold the storage's lock and one write transaction on the hot database; yields it.
 
     Commits when the block ends, rolls back when it raises (memkeeper's own errors for
     SQLite's expected failures). Everything written in the block commits together.
+    ``users``: the users whose memories the block writes, when it writes no one else's
+    (on PostgreSQL, writers of other users then do not wait for it).
     """
-    with storage.lock, immediate_transaction(storage.hot) as hot:
+    with storage.lock, immediate_transaction(storage.hot, users=users) as hot:
         yield hot

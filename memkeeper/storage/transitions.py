@@ -101,6 +101,12 @@ def _is_hot(image: Image | None) -> bool:
     return image is not None and image["state"] != "cold"
 
 
+def _user(transition: Transition) -> str:
+    """The user whose memory ``transition`` changes."""
+    image = transition.target or transition.expected
+    return image["user_id"] if image else ""
+
+
 def _last_used(image: Image) -> str:
     accessed = image.get("last_accessed_at")
     return accessed if accessed and accessed > image["updated_at"] else image["updated_at"]
@@ -330,8 +336,12 @@ def apply(
         # rows as they are; a job selected them before: it sees this process's buffered
         # uses now, so an entry used since is left alone (the agent wins).
         outermost = not storage.hot.conn.in_transaction
+        # On PostgreSQL the transaction locks these users only; a job (run_id) skips the
+        # users an agent is writing right now instead of waiting (the agent wins).
+        users = {i["user_id"] for t in transitions for i in (t.expected, t.target) if i}
         try:
-            with immediate_transaction(storage.hot):
+            with immediate_transaction(storage.hot, users=users, try_users=run_id is not None):
+                busy = getattr(storage.hot, "busy_users", frozenset())
                 if touches_cold:
                     reconcile(storage)
                 if outermost:
@@ -339,7 +349,8 @@ def apply(
                 current = storage.current_images(ids)
                 pairs = [(t, current.get(t.memory_id)) for t in transitions]
                 ready = _without_key_conflicts(
-                    storage, [(t, cur) for t, cur in pairs if cur == t.expected]
+                    storage,
+                    [(t, c) for t, c in pairs if c == t.expected and _user(t) not in busy],
                 )
                 into_cold = [t.target for t, cur in ready if _is_cold(t.target)]
                 marks = (

@@ -99,7 +99,7 @@ def _recall_and_mark(
         if found is not None or storage.cold(create=False) is not None:
             may_write()
     with storage.lock:
-        with immediate_transaction(storage.hot):
+        with immediate_transaction(storage.hot, users=[user_id]):
             now = core.now()
             rows = storage.hot.query(
                 _LIVE_BY_KEY.format(placeholders(len(kinds))), [user_id, namespace, key, *kinds]
@@ -148,7 +148,8 @@ def mark_hits(
     if not ids:
         return marked
     storage = core.storage
-    with storage.lock, immediate_transaction(storage.hot):
+    users = {memory.user_id for memory in memories}
+    with storage.lock, immediate_transaction(storage.hot, users=users):
         now = core.now()
         rows = storage.hot.query(
             f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))})"

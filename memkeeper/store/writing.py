@@ -42,7 +42,7 @@ def remember(
     source = core.source(source)
     ttl_days = validation.ttl_days(ttl_days)
     storage = core.storage
-    with storage.lock, immediate_transaction(storage.hot):
+    with storage.lock, immediate_transaction(storage.hot, users=[user_id]):
         now = core.now()
         transitions, result_id = remember_plan(
             storage,

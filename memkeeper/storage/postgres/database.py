@@ -13,11 +13,11 @@ How the connection behaves, and why:
   are issued by :meth:`PostgresDatabase.atomic` and :meth:`write_transaction`.
 - **client-side parameters** (``psycopg.ClientCursor``): values are quoted into the statement
   as literals, so a ``? IS NULL`` or a ``CASE`` over a parameter needs no type, as in SQLite.
-- **one writer at a time**: :meth:`write_transaction` takes a transaction-scoped advisory lock
-  first, the counterpart of SQLite's ``BEGIN IMMEDIATE``: every re-check of the transition
-  mechanism ("is the entry still as the job saw it?") then holds until the commit. Readers
-  never wait for it (MVCC); writers wait at most one short transaction (jobs size theirs
-  with ``lock_hold_ms``).
+- **one writer per user at a time**: :meth:`write_transaction` takes memkeeper's write locks
+  first (:mod:`~memkeeper.storage.postgres.write_locks`), the counterpart of SQLite's
+  ``BEGIN IMMEDIATE`` narrowed to the users written: every re-check of the transition
+  mechanism ("is the entry still as the job saw it?") holds until the commit, agents of
+  other users never wait, and readers never wait at all (MVCC).
 - **numbers as SQLite gives them**: ``numeric`` results (``sum`` of a bigint, ``avg``) come
   back as ``int`` when whole, else ``float``, never ``Decimal``; booleans bound as 0/1.
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -37,9 +37,8 @@ from psycopg.pq import TransactionStatus
 from memkeeper.errors import DatabaseUnreachable
 from memkeeper.storage.connection import _LAZY_KEYWORDS, _first_keyword, _keys
 from memkeeper.storage.postgres.dialect import translate
+from memkeeper.storage.postgres.write_locks import Scope, lock_everything, lock_users
 
-LOCK_CLASS = 0x4D4B4844  # "MKHD", as the migration lock (schema.LOCK_CLASS)
-LOCK_WRITE = 2
 _SAVEPOINTS = itertools.count(1)
 
 
@@ -166,7 +165,7 @@ class PostgresDatabase:
     Database`; storage functions take either as their ``db``."""
 
     dialect = "postgres"
-    __slots__ = ("__weakref__", "conn", "schema")
+    __slots__ = ("__weakref__", "conn", "schema", "scope")
 
     def __init__(
         self,
@@ -178,6 +177,8 @@ class PostgresDatabase:
     ) -> None:
         self.conn = PostgresConnection(raw, opener, where)
         self.schema = schema
+        self.scope: Scope | None = None
+        """What the write transaction in progress holds (None: none in progress)."""
 
     @property
     def raw(self) -> psycopg.Connection:
@@ -227,13 +228,37 @@ class PostgresDatabase:
             raise
 
     @contextlib.contextmanager
-    def write_transaction(self) -> Iterator[PostgresDatabase]:
-        """A write transaction that first takes memkeeper's write lock (see the module
-        docstring); inside another transaction, a savepoint (taking the lock there too, if a
-        read-only transaction began it: a session may hold it more than once)."""
+    def write_transaction(
+        self, users: Collection[str] | None = None, *, try_users: bool = False
+    ) -> Iterator[PostgresDatabase]:
+        """A write transaction holding memkeeper's write locks (``write_locks``): for
+        ``users`` only, or (None) for the whole memory; with ``try_users`` (a job) the users
+        already being written are left out (:attr:`busy_users`) instead of waited for.
+
+        Inside another write transaction, a savepoint: the outermost one declared what is
+        written; a nested one adds the users it names that the outer did not hold.
+        """
         with self.atomic():
-            self.conn.execute("SELECT pg_advisory_xact_lock(?, ?)", (LOCK_CLASS, LOCK_WRITE))
-            yield self
+            outer = self.scope is None
+            if outer:
+                self.scope = (
+                    lock_everything(self.conn)
+                    if users is None
+                    else lock_users(self.conn, users, wait=not try_users)
+                )
+            elif users is not None and not self.scope.covers(users):
+                more = lock_users(self.conn, set(users) - self.scope.users, wait=True, shared=False)
+                self.scope.users |= more.users
+            try:
+                yield self
+            finally:
+                if outer:
+                    self.scope = None
+
+    @property
+    def busy_users(self) -> frozenset[str]:
+        """The users the current write transaction tried and left to their writers."""
+        return self.scope.busy if self.scope is not None else frozenset()
 
     def close(self) -> None:
         self.conn.close()

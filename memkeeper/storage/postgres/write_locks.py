@@ -1,0 +1,73 @@
+"""Who writes what at once on PostgreSQL: memkeeper's write locks, per user where it can.
+
+SQLite has one writer at a time (``BEGIN IMMEDIATE``); every re-check of the transition
+mechanism relies on nothing changing between its read and its commit. On PostgreSQL the same
+guarantee is given per *user*, so agents of one user never wait for a job working on
+another's memories:
+
+- a write scoped to users (an agent's ``remember``, a recall's use, a job's batch) takes the
+  **shared** form of the global write lock, then an exclusive lock per user, in sorted order;
+- a write of the whole memory (an erasure, a restore, the change-log thinning: every
+  ``write_transaction`` that names no user) takes the global lock **exclusively**, so it
+  waits for the user-scoped writers in progress and they wait for it;
+- a job does not wait for an agent: it *tries* each user's lock and leaves the users it
+  could not lock for its next run (``SKIP LOCKED``'s rule, the agent wins), reported back as
+  :attr:`Scope.busy`.
+
+Every lock is a transaction-scoped advisory lock: released by the commit or rollback, never
+left behind by a crashed process, and invisible to readers (MVCC: readers never wait).
+Deadlock-free by construction: the global lock is always taken first, blocking user locks
+are taken in one sorted pass, and tries never wait.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCK_CLASS = 0x4D4B4844  # "MKHD", as the migration lock (schema.LOCK_CLASS)
+LOCK_WRITE = 2
+
+
+def user_key(user_id: str) -> int:
+    """The advisory lock key of a user: 64 bits of its SHA-256, signed (a collision only
+    makes two users share a lock)."""
+    digest = hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@dataclass
+class Scope:
+    """What the current write transaction holds: everything, or these users."""
+
+    everything: bool = False
+    users: set[str] = field(default_factory=set)
+    busy: frozenset[str] = frozenset()
+    """Users a job tried and could not lock (an agent is writing them): left alone."""
+
+    def covers(self, users: Collection[str] | None) -> bool:
+        return self.everything or (users is not None and set(users) <= self.users)
+
+
+def lock_everything(conn: Any) -> Scope:
+    """The global write lock, exclusively: waits for every writer in progress."""
+    conn.execute("SELECT pg_advisory_xact_lock(?, ?)", (LOCK_CLASS, LOCK_WRITE))
+    return Scope(everything=True)
+
+
+def lock_users(conn: Any, users: Collection[str], *, wait: bool, shared: bool = True) -> Scope:
+    """The global lock shared, then each user's: waiting for each (sorted), or only trying."""
+    if shared:
+        conn.execute("SELECT pg_advisory_xact_lock_shared(?, ?)", (LOCK_CLASS, LOCK_WRITE))
+    ordered = sorted(set(users), key=user_key)
+    if wait:
+        for user in ordered:
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (user_key(user),))
+        return Scope(users=set(ordered))
+    held, busy = set(), set()
+    for user in ordered:
+        row = conn.execute("SELECT pg_try_advisory_xact_lock(?)", (user_key(user),)).fetchone()
+        (held if row[0] else busy).add(user)
+    return Scope(users=held, busy=frozenset(busy))
