@@ -103,8 +103,7 @@ def _is_hot(image: Image | None) -> bool:
 
 def _user(transition: Transition) -> str:
     """The user whose memory ``transition`` changes."""
-    image = transition.target or transition.expected
-    return image["user_id"] if image else ""
+    return (transition.target or transition.expected or {}).get("user_id", "")
 
 
 def _last_used(image: Image) -> str:
@@ -336,8 +335,7 @@ def apply(
         # rows as they are; a job selected them before: it sees this process's buffered
         # uses now, so an entry used since is left alone (the agent wins).
         outermost = not storage.hot.conn.in_transaction
-        # On PostgreSQL the transaction locks these users only; a job (run_id) skips the
-        # users an agent is writing right now instead of waiting (the agent wins).
+        # PostgreSQL locks these users only; a job skips those an agent is writing (agent wins)
         users = {i["user_id"] for t in transitions for i in (t.expected, t.target) if i}
         try:
             with immediate_transaction(storage.hot, users=users, try_users=run_id is not None):
