@@ -27,7 +27,7 @@ import contextlib
 import random
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -316,6 +316,33 @@ def _insert(conn: sqlite3.Connection, table: str, fields: tuple[str, ...], rows:
     return max(cursor.rowcount, 0)
 
 
+def tables(
+    config: Config, *, memories: int, users: int, seed: int, now: datetime = NOW
+) -> Iterator[tuple[str, tuple[str, ...], Iterable[tuple[Any, ...]]]]:
+    """The bench's rows, table by table, for either backend: (table, fields, rows).
+
+    Consumed in order: the hot rows first (making them also makes the cold ones), then the
+    messages, then cold storage. The same seed gives the same rows on both backends.
+    """
+    if memories < 1 or users < 1:
+        raise ValueError("the bench needs at least one memory and one user")
+    return _tables(config, memories, users, seed, now)
+
+
+def _tables(
+    config: Config, memories: int, users: int, seed: int, now: datetime
+) -> Iterator[tuple[str, tuple[str, ...], Iterable[tuple[Any, ...]]]]:
+    rng = random.Random(seed)  # noqa: S311 - reproducible data, not secrets
+    times = _Times(now)
+    maker = _Maker(rng, config, times)
+    yield "memories", MEMORY_FIELDS, maker.rows(memories, users, AGENT_USERS)
+    yield "messages", MESSAGE_FIELDS, _messages(rng, times, users)
+    yield "cold_memories", COLD_FIELDS, maker.cold
+
+
+AGENT_USERS = tuple(f"{AGENT_PREFIX}agent-{n}" for n in range(AGENTS))
+
+
 def generate(
     hot_path: Path,
     config: Config,
@@ -327,28 +354,25 @@ def generate(
 ) -> Generated:
     """Create ``hot_path`` (and its cold file) holding the bench's database."""
     began = time.perf_counter()
-    if memories < 1 or users < 1:
-        raise ValueError("the bench needs at least one memory and one user")
-    rng = random.Random(seed)  # noqa: S311 - reproducible data, not secrets
-    times = _Times(now)
-    maker = _Maker(rng, config, times)
-    agents = tuple(f"{AGENT_PREFIX}agent-{n}" for n in range(AGENTS))
+    made = tables(config, memories=memories, users=users, seed=seed, now=now)
     store = MemoryStore(hot_path, config=config)
+    counts: dict[str, int] = {}
     try:
         cold_db = store.storage.cold(create=True)
         assert cold_db is not None
         hot, cold = store.storage.hot.conn, cold_db.conn
         with _bulk(hot), _bulk(cold):
-            hot_rows = _insert(hot, "memories", MEMORY_FIELDS, maker.rows(memories, users, agents))
-            messages = _insert(hot, "messages", MESSAGE_FIELDS, _messages(rng, times, users))
-            cold_rows = _insert(cold, "cold_memories", COLD_FIELDS, maker.cold)
+            for table, fields, rows in made:
+                counts[table] = _insert(
+                    cold if table == "cold_memories" else hot, table, fields, rows
+                )
     finally:
         store.close()
     return Generated(
-        hot=hot_rows,
-        cold=cold_rows,
-        messages=messages,
+        hot=counts["memories"],
+        cold=counts["cold_memories"],
+        messages=counts["messages"],
         users=users,
-        agent_users=agents,
+        agent_users=AGENT_USERS,
         seconds=time.perf_counter() - began,
     )

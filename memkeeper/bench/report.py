@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memkeeper.bench.report_postgres import postgres_rows, postgres_targets
+
 
 def targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of the table in the README, its figure in this run, and whether it holds."""
@@ -51,6 +53,7 @@ def targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
             "target": "<= 150",
             "met": figures["pass"]["peak_rss_mb"] <= 150,
         },
+        *postgres_targets(figures),
     ]
 
 
@@ -180,6 +183,7 @@ def table(figures: dict[str, Any]) -> str:
             f"{'n/a' if search is None else _n(search)} calls/s",
             "",
         ),
+        *postgres_rows(figures),
     ]
     width = max(len(label) for label, _, _ in rows)
     head = (

@@ -50,6 +50,8 @@ class Options:
     users: int = DEFAULT[1]
     seed: int = 1
     keep: Path | None = None
+    postgres: str | None = None
+    """A scratch PostgreSQL database to measure beside SQLite (``--postgres URL``)."""
 
 
 def api_calls(memories: int) -> int:
@@ -184,6 +186,19 @@ def run_bench(options: Options, say: Callable[[str], None] = lambda _: None) -> 
         search["by_meaning"] = semantic.search_with_vectors(ours, config, NOW, min(calls, 300))
         say(f"index job throughput (a stand-in at {semantic.INDEX_LATENCY_S * 1000:.0f} ms a call)")
         index = semantic.index_throughput(ours, config, NOW)
+    postgres = None
+    if options.postgres is not None:
+        from memkeeper.bench.postgres_bench import run_postgres
+
+        postgres = run_postgres(
+            options.postgres,
+            memories=options.memories,
+            users=options.users,
+            seed=options.seed,
+            calls=calls,
+            children_factory=lambda url: Children(url, options.seed),  # type: ignore[arg-type]
+            say=say,
+        )
     figures = {
         "date": datetime.now(UTC).date().isoformat(),
         "memkeeper": __version__,
@@ -225,5 +240,7 @@ def run_bench(options: Options, say: Callable[[str], None] = lambda _: None) -> 
         "index": index,
         "seconds": round(time.perf_counter() - began, 1),
     }
+    if postgres is not None:
+        figures["postgres"] = postgres
     figures["targets"] = report.targets(figures)
     return figures

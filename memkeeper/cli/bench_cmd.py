@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from memkeeper.cli import App, json_option, pass_app, print_json
+from memkeeper.paths import is_database_url
 
 
 @click.command("bench")
@@ -70,6 +71,13 @@ from memkeeper.cli import App, json_option, pass_app, print_json
     help="Instead: the start-up time of recall, remember and search, the median of N fresh "
     "processes each (default 20).",
 )
+@click.option(
+    "--postgres",
+    "postgres_url",
+    metavar="URL",
+    help="Also run the pass, agents, rates and search on this scratch PostgreSQL database "
+    "(postgresql://...; refused if it holds a memkeeper schema), beside SQLite in one run.",
+)
 @json_option
 @pass_app
 def bench(
@@ -85,6 +93,7 @@ def bench(
     eval_seed: int,
     mcp_clients: int | None,
     startup_runs: int | None,
+    postgres_url: str | None,
     as_json: bool,
 ) -> None:
     """Measure a maintenance pass on a generated database (README, Performance).
@@ -169,7 +178,10 @@ def bench(
         users=users or sizes[1],
         seed=seed,
         keep=keep,
+        postgres=postgres_url,
     )
+    if postgres_url is not None and not is_database_url(postgres_url):
+        raise click.BadParameter("must be a postgresql:// URL", param_hint="--postgres")
     if options.users > options.memories:
         raise click.BadParameter("needs at least as many memories as users", param_hint="--users")
     if keep is not None and keep.exists() and any(keep.iterdir()):

@@ -1,0 +1,44 @@
+"""Loading many rows into a memkeeper table on PostgreSQL at once (the bench's database).
+
+``COPY ... FROM STDIN`` with the table's secondary indexes dropped for the load and rebuilt
+after (one sort each instead of a million index inserts, as the SQLite generator does), in
+one transaction, then ``ANALYZE`` so the planner knows the new sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from psycopg import sql
+
+from memkeeper.storage.postgres.storage import PostgresStorage
+
+
+def bulk_load(
+    storage: PostgresStorage, table: str, fields: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> int:
+    """Insert ``rows`` (tuples in ``fields`` order) into ``table``; returns how many."""
+    raw = storage.hot.raw  # type: ignore[attr-defined]
+    schema = storage.schema
+    count = 0
+    with storage.lock, raw.transaction():
+        indexes = raw.execute(
+            "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.schemaname = %s"
+            " AND i.tablename = %s AND NOT EXISTS (SELECT 1 FROM pg_constraint c"
+            " WHERE c.conname = i.indexname)",
+            (schema, table),
+        ).fetchall()
+        for name, _definition in indexes:
+            raw.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema, name)))
+        statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+            sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, fields))
+        )
+        with raw.cursor().copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+        for _name, definition in indexes:
+            raw.execute(definition)
+    raw.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
+    return count
