@@ -435,3 +435,29 @@ def test_no_circle_between_service_modules() -> None:
                     stack.append((target, [*path, target]))
     assert not circles, circles
     assert "installation" in graph["launchd_plist"]
+
+
+def test_install_print_for_a_postgresql_database_names_the_url(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "postgresql://memkeeper@db.example.com:5432/memory"
+    out, err = install_print(
+        capsys, "--db", url, "service", "install", "--system", "--print", "--init-system", "systemd"
+    )
+    settings = unit_settings(out)
+    assert f"--db {url} " in settings["ExecStart"][0]
+    assert "ReadWritePaths" not in settings  # no file of its own: the server writes
+    assert f"# Database: {url} (PostgreSQL)." in out
+    assert f"the service maintains {url} (PostgreSQL)" in err
+
+
+def test_install_refuses_a_postgresql_url_that_holds_a_password(
+    capsys: pytest.CaptureFixture[str], isolated_user_dirs: Path
+) -> None:
+    code = main(
+        ["--db", "postgresql://mk:s3cret@db.example.com/memory", "service", "install", "--user"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "~/.pgpass" in err and "s3cret" not in out + err
+    assert not list(isolated_user_dirs.rglob("memkeeper*"))  # no unit was written

@@ -116,6 +116,8 @@ def _installation(
     """
     config = app.config  # an invalid config is refused (exit 78) before anything is written
     own = settings.resolve(app.db, config)
+    if own.url is not None:
+        _refuse_a_password_in_the_unit(own.url)
     if scope == "system" and own.db_source == "default" and state_dir:
         # Nobody named a database: a system service keeps its own in /var/lib/memkeeper.
         hot, cold, _source = settings.database_paths(SYSTEM_DB, config)
@@ -133,28 +135,51 @@ def _installation(
         log_dir=launchd_log_dir(scope) if init_system == "launchd" else None,
         env_file=config_file.with_name(ENV_FILE_NAME),
         read_paths=installation_read_paths(),
+        database_url=own.url,
     )
     return inst, own
 
 
+def _masked(url: str) -> str:
+    from memkeeper.storage.postgres.url import mask_url
+
+    return mask_url(url)
+
+
+def _refuse_a_password_in_the_unit(url: str) -> None:
+    """A unit file is readable by others: a URL that holds a password is not written there."""
+    from memkeeper.storage.postgres.url import parse_url
+
+    if parse_url(url).has_password:
+        raise click.UsageError(
+            "the database URL holds a password, which a service file must not: give the URL "
+            "without it and put the password in ~/.pgpass (or a libpq service file, or "
+            "PGPASSWORD in the environment file beside the config, mode 0600)"
+        )
+
+
 def _check_same_database(inst: Installation, own: Settings, allow: bool) -> None:
     """Refuse (exit 2) a unit that would maintain another database than this account's."""
-    mine = (own.hot_path.absolute(), own.cold_path.absolute())
-    if (inst.db_path, inst.cold_file) == mine:
+    if own.url is not None and own.url == inst.database_url:
         return
-    where = f"{mine[0]} (from {DB_SOURCE_TEXT[own.db_source]})"
+    mine = (own.hot_path.absolute(), own.cold_path.absolute())
+    if own.url is None and inst.database_url is None and (inst.db_path, inst.cold_file) == mine:
+        return
+    theirs = inst.database_url or inst.db_path
+    ours = _masked(own.url) if own.url is not None else mine[0]
+    where = f"{ours} (from {DB_SOURCE_TEXT[own.db_source]})"
     if allow:
         click.echo(
             f"note: this account's agents and `memkeeper status` use {where}; point the "
-            f"agents at the service's database with {ENV_DB}={inst.db_path}",
+            f"agents at the service's database with {ENV_DB}={theirs}",
             err=True,
         )
         return
     raise click.UsageError(
-        f"the {inst.scope} service would maintain {inst.db_path}, but this account's agents "
+        f"the {inst.scope} service would maintain {theirs}, but this account's agents "
         f"and `memkeeper status` use {where}. Name the database your agents use with --db "
         f"(or {ENV_DB}, or database.path in the config file), or pass {ALLOW_FLAG} to install "
-        f"for {inst.db_path} anyway and point the agents at it."
+        f"for {theirs} anyway and point the agents at it."
     )
 
 
@@ -254,7 +279,7 @@ def install(
     inst, own = _installation(app, scope, manager, state_dir=explicit)
     _check_same_database(inst, own, allow_other_db)
     click.echo(
-        f"the service maintains {inst.db_path} (cold storage: {inst.cold_file})",
+        f"the service maintains {inst.database}",
         err=print_only,
     )
     if manager == "launchd":

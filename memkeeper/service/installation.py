@@ -29,11 +29,22 @@ class Installation:
     log_dir: Path | None = None
     env_file: Path | None = None
     read_paths: tuple[Path, ...] = field(default_factory=tuple)
+    database_url: str | None = None
+    """A PostgreSQL database (no password in it: libpq reads that from ~/.pgpass, a service
+    file or PGPASSWORD in the environment file) instead of ``db_path``."""
 
     def args(self, *command: str) -> list[str]:
         """The full command line of ``memkeeper <command>`` for this installation."""
         config = ["--config", str(self.config_path)] if self.config_path else []
-        return [*self.command, "--db", str(self.db_path), *config, *command]
+        database = self.database_url or str(self.db_path)
+        return [*self.command, "--db", database, *config, *command]
+
+    @property
+    def database(self) -> str:
+        """The database, named for people (the URL, or the two files)."""
+        if self.database_url is not None:
+            return f"{self.database_url} (PostgreSQL)"
+        return f"{self.db_path} (cold storage: {self.cold_file})"
 
     @property
     def cold_file(self) -> Path:
@@ -43,7 +54,9 @@ class Installation:
     @property
     def writable_dirs(self) -> list[Path]:
         """The directories the service writes: the database's (its WAL, SHM and lock files
-        live beside it) and the cold file's."""
+        live beside it) and the cold file's; none for PostgreSQL (the server writes)."""
+        if self.database_url is not None:
+            return []
         dirs = [self.db_path.parent]
         if self.cold_file.parent not in dirs:
             dirs.append(self.cold_file.parent)

@@ -173,7 +173,7 @@ def directories_to_create(inst: Installation, init_system: str) -> list[Path]:
 
 def database_comment(inst: Installation) -> str:
     """The comment line naming the files a unit maintains."""
-    return f"# Database: {inst.db_path} (cold storage: {inst.cold_file})."
+    return f"# Database: {inst.database}."
 
 
 def _unit_header(description: str, inst: Installation) -> list[str]:
