@@ -136,6 +136,23 @@ class TestServer:
             url=server.get_uri(), _server=server, _workdir=workdir, _modes=modes, _reopen=reopen
         )
 
+    def restart(self) -> None:
+        """Restart the server as an operator would (``pg_ctl restart -m fast``): every
+        connection is ended. Only the suite's own server can be restarted."""
+        if self._server is None:
+            import pytest
+
+            pytest.skip(f"restarting the server is not done to an external one ({ENV_URL})")
+        from pgserver._commands import pg_ctl
+
+        server = self._server
+        pg_ctl(
+            ["-w", "-m", "fast", "restart"],
+            pgdata=server.pgdata,  # type: ignore[attr-defined]
+            user=server.system_user,  # type: ignore[attr-defined]
+            timeout=60,
+        )
+
     def url_for(self, dbname: str) -> str:
         """The session server's URL with another database name."""
         base, question, query = self.url.partition("?")

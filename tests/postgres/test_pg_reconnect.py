@@ -50,3 +50,23 @@ def test_a_connection_lost_inside_a_write_commits_nothing(pg_database: str) -> N
         assert "did not commit" in str(caught.value)
         # The same store goes on working, and the delete never happened.
         assert store.recall("ann", "city").value == "Oslo"
+
+
+def test_an_agent_goes_on_after_the_server_restarted_and_loses_nothing(
+    pg_server, pg_database: str
+) -> None:
+    with MemoryStore(pg_database) as store:
+        for n in range(5):
+            store.remember("ann", f"k{n}", f"v{n}")
+        pg_server.restart()
+        store.remember("ann", "after", "the restart")  # acknowledged on a new connection
+        assert store.recall("ann", "k4").value == "v4"
+    with MemoryStore(pg_database) as again:
+        assert sorted(m.key for m in again.list_memories("ann")) == [
+            "after",
+            "k0",
+            "k1",
+            "k2",
+            "k3",
+            "k4",
+        ]
