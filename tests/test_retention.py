@@ -29,6 +29,8 @@ from memkeeper.storage import transitions
 from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
 from memkeeper.storage.transitions import reconcile_now
 
+pytestmark = pytest.mark.both_backends
+
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
 

@@ -19,6 +19,8 @@ from memkeeper.maintenance import curation
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.maintenance.runner import run_once
 
+pytestmark = pytest.mark.both_backends
+
 START = datetime(2026, 1, 1, 9, tzinfo=UTC)
 LATER = START + timedelta(days=400)
 
