@@ -13,7 +13,8 @@ Three steps, each in short write transactions:
    below which every row is thinned or exempt, recorded in the run's stats
    (``thinned_through``) and read back from the job-runs table.
 3. **Free pages returned**: up to ``vacuum_pages`` free pages per file handed back to the file
-   system (``PRAGMA incremental_vacuum``, a few hundred pages per transaction).
+   system (``PRAGMA incremental_vacuum``, a few hundred pages per transaction). SQLite only:
+   on PostgreSQL the server's autovacuum makes the space of deleted and thinned rows reusable.
 
 The runner records the counts (``purge``) and the stats (rows thinned, pages released).
 """
@@ -79,9 +80,9 @@ def _purge_cold(ctx: JobContext, config: RetainJob) -> None:
         ctx.advance(len(batch))
         if ctx.should_stop():
             return
-    if purged_any and not ctx.dry_run:
-        # The keyword index keeps purged rows' data until it is rewritten: rewrite it, so
-        # the pages come free for _return_free_pages.
+    if purged_any and not ctx.dry_run and cold.dialect == "sqlite":
+        # The keyword index (FTS5) keeps purged rows' data until it is rewritten: rewrite
+        # it, so the pages come free for _return_free_pages. PostgreSQL's indexes need not.
         compact(cold, "cold_memories")
 
 
@@ -126,6 +127,8 @@ def _thin_change_log(ctx: JobContext, config: RetainJob) -> None:
 
 def _return_free_pages(ctx: JobContext, config: RetainJob) -> None:
     storage = ctx.store.storage
+    if storage.hot.dialect == "postgres":
+        return  # SQLite's freelist; on PostgreSQL (auto)vacuum makes dead rows' space reusable
     files = {"hot": storage.hot, "cold": storage.cold(create=False)}
     for name, db in files.items():
         if db is None:

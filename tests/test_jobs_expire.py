@@ -11,6 +11,8 @@ from memkeeper import MemoryStore
 from memkeeper.config import Config
 from memkeeper.maintenance.runner import run_once
 
+pytestmark = pytest.mark.both_backends
+
 SECOND = timedelta(seconds=1)
 DAY = timedelta(days=1)
 

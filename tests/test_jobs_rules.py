@@ -13,6 +13,8 @@ from memkeeper.config import Config, JobsSection
 from memkeeper.maintenance.runner import run_once
 from memkeeper.service.schedule_info import next_run_time
 
+pytestmark = pytest.mark.both_backends
+
 SECOND = timedelta(seconds=1)
 DAY = timedelta(days=1)
 

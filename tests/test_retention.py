@@ -29,6 +29,8 @@ from memkeeper.storage import transitions
 from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
 from memkeeper.storage.transitions import reconcile_now
 
+pytestmark = pytest.mark.both_backends
+
 START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
 
@@ -249,6 +251,7 @@ def test_cold_purge_removes_old_cold_entries_each_one_logged(db_path: Path) -> N
         store.close()
 
 
+@pytest.mark.sqlite_only  # the two-file protocol (test_transitions crashes both backends)
 def test_a_purge_interrupted_after_its_commit_is_finished_by_the_next_reconcile(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -280,6 +283,7 @@ def test_a_purge_interrupted_after_its_commit_is_finished_by_the_next_reconcile(
 # -- free space -----------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only  # pages of the files
 def test_fill_and_forget_cycles_do_not_grow_the_files(db_path: Path) -> None:
     big = "x" * 3000
     sizes = []
@@ -300,6 +304,7 @@ def test_fill_and_forget_cycles_do_not_grow_the_files(db_path: Path) -> None:
     assert max(count for count, _, _ in sizes[2:]) <= sizes[1][0] + 8, sizes
 
 
+@pytest.mark.sqlite_only  # SQLite's freelist and file sizes
 def test_retain_returns_the_pages_thinning_and_purging_freed(db_path: Path) -> None:
     config = config_with(cold_purge_days=30, full_images_days=30)
     cold = cold_path_for(db_path)
@@ -326,6 +331,7 @@ def test_retain_returns_the_pages_thinning_and_purging_freed(db_path: Path) -> N
     assert pages(cold)[1] == 0 and pages(cold)[0] < cold_before / 4
 
 
+@pytest.mark.sqlite_only  # PRAGMA incremental_vacuum
 def test_vacuum_pages_bounds_what_one_run_returns(db_path: Path) -> None:
     config = config_with(vacuum_pages=10)
     with freeze_time(START):
@@ -356,6 +362,7 @@ def _auto_vacuum(path: Path) -> int:
         conn.close()
 
 
+@pytest.mark.sqlite_only  # PRAGMA auto_vacuum of the files
 def test_new_files_are_incremental_from_the_start(db_path: Path) -> None:
     with MemoryStore(db_path) as store:
         store.storage.cold(create=True)
@@ -363,6 +370,7 @@ def test_new_files_are_incremental_from_the_start(db_path: Path) -> None:
     assert _auto_vacuum(cold_path_for(db_path)) == 2
 
 
+@pytest.mark.sqlite_only  # a SQLite migration step (auto_vacuum)
 def test_the_migration_converts_an_old_file_keeping_its_rows(db_path: Path) -> None:
     before_step = HOT.steps[HOT.steps.index("0004_incremental_vacuum") - 1]
     db = build_at_step(db_path, HOT, before_step)
@@ -389,6 +397,7 @@ def test_the_migration_converts_an_old_file_keeping_its_rows(db_path: Path) -> N
     assert names == list(HOT.steps)
 
 
+@pytest.mark.sqlite_only  # a SQLite migration step (auto_vacuum)
 def test_a_conversion_done_but_not_recorded_is_finished_as_a_no_op(db_path: Path) -> None:
     """A crash between the VACUUM and the record of its step: the next open records it."""
     before_step = HOT.steps[HOT.steps.index("0004_incremental_vacuum") - 1]
@@ -406,6 +415,7 @@ def test_a_conversion_done_but_not_recorded_is_finished_as_a_no_op(db_path: Path
 # -- status ---------------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only  # pages, WAL file and file sizes
 def test_status_shows_sizes_row_counts_and_warns_past_its_limits(
     db_path: Path, tmp_path: Path, capsys
 ) -> None:
@@ -442,6 +452,7 @@ def test_status_shows_sizes_row_counts_and_warns_past_its_limits(
     assert len(data["warnings"]) == 3
 
 
+@pytest.mark.sqlite_only  # SQLite's query plans (EXPLAIN QUERY PLAN of traced statements)
 def test_retain_finds_its_rows_through_indexes(db_path: Path) -> None:
     config = config_with(cold_purge_days=30, full_images_days=30)
     with freeze_time(START) as clock:

@@ -14,6 +14,8 @@ from memkeeper.errors import NotFound
 from memkeeper.maintenance.runner import run_once
 from memkeeper.maintenance.undo import undo_run
 
+pytestmark = pytest.mark.both_backends
+
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -1,10 +1,15 @@
-"""Process locks beside the database: one daemon per database, one job run at a time.
+"""Process locks of a memory: one daemon per database, one job run at a time.
 
-Locks are ``flock(2)`` locks on small files next to the hot database
+On SQLite, locks are ``flock(2)`` locks on small files next to the hot database
 (``memory.db.daemon.lock`` and ``memory.db.jobs.lock``). The kernel drops a flock when its
 holder dies — however it dies — so a lock left by a killed process is never obeyed: the next
 process simply gets it (the stale pid written in the file is reported and overwritten). The
 holder's pid is written into the file for the "held by" message.
+
+On PostgreSQL (a storage whose ``process_lock`` it offers) the same locks are session
+advisory locks on a connection of their own (:mod:`memkeeper.storage.postgres.job_locks`),
+with the same waiting and refusing: :func:`jobs_lock` and :func:`daemon_lock` take the
+store's storage and choose by its backend.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memkeeper.errors import LockBusy, StorageUnwritable
+
+if TYPE_CHECKING:
+    from memkeeper.storage.files import Storage
 
 POLL_SECONDS = 0.1
 
@@ -99,22 +107,49 @@ class FileLock:
             self.release()
 
 
-def daemon_lock(db_path: Path) -> FileLock:
+class ProcessLock(Protocol):
+    """What callers use of a lock: :class:`FileLock` or PostgreSQL's advisory lock."""
+
+    purpose: str
+
+    @property
+    def held(self) -> bool: ...
+
+    def acquire(self, wait_seconds: float = 0.0) -> None: ...
+
+    def release(self) -> None: ...
+
+    def hold(self, wait_seconds: float = 0.0) -> contextlib.AbstractContextManager[Any]: ...
+
+
+def _lock(where: Path | Storage, name: str, purpose: str) -> ProcessLock:
+    """The lock ``name`` of a memory: ``where`` is the hot file's path or the storage."""
+    process_lock = getattr(where, "process_lock", None)
+    if process_lock is not None:  # PostgreSQL: no file beside the database
+        return process_lock(name, purpose)  # type: ignore[no-any-return]
+    path = getattr(where, "hot_path", where)
+    return FileLock(lock_path(Path(path), name), purpose)
+
+
+def daemon_lock(where: Path | Storage) -> ProcessLock:
     """The lock a ``memkeeper run`` service holds for its whole life."""
-    return FileLock(lock_path(db_path, "daemon"), "service instance")
+    return _lock(where, "daemon", "service instance")
 
 
-def jobs_lock(db_path: Path) -> FileLock:
+def jobs_lock(where: Path | Storage) -> ProcessLock:
     """The lock every job run holds, from the service or from run-once."""
-    return FileLock(lock_path(db_path, "jobs"), "job run")
+    return _lock(where, "jobs", "job run")
 
 
-def service_state(db_path: Path) -> dict[str, Any]:
-    """Whether a service holds the instance lock of ``db_path`` (for ``status``), and its pid.
+def service_state(where: Path | Storage) -> dict[str, Any]:
+    """Whether a service holds the instance lock of ``where`` (for ``status``), and its pid.
 
     Probes with a shared, non-blocking flock released at once; never creates the lock file.
+    On PostgreSQL, asks ``pg_locks`` (the pid is then the holder's server session's).
     """
-    path = lock_path(Path(db_path), "daemon")
+    if getattr(where, "process_lock", None) is not None:
+        return daemon_lock(where).holder_state()  # type: ignore[attr-defined,no-any-return]
+    path = lock_path(Path(getattr(where, "hot_path", where)), "daemon")
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

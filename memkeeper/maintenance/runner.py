@@ -219,7 +219,7 @@ def run_job(
     wait = (
         store.config.service.lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
     )
-    lock = jobs_lock(store.path)
+    lock = jobs_lock(store.storage)
     if not dry_run:
         lock.acquire(wait)
     started_clock = time.monotonic()
@@ -232,7 +232,8 @@ def run_job(
             fixed = reconcile_now(store.storage)
             if fixed:
                 bound.warning("settled interrupted moves", entries=fixed)
-            if finish_interrupted(store.storage):
+            # PostgreSQL erases in one transaction: no byte scrub can be left half done.
+            if not store.storage.one_database and finish_interrupted(store.storage):
                 bound.warning("finished an interrupted forget: both files rebuilt")
         bound.info("job started")
         # The runner checkpoints (PASSIVE, after its own commits) before the WAL gets long,

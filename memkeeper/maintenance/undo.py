@@ -211,7 +211,7 @@ def undo_run(
         run_id=report.run_id,
         dry_run=dry_run,
     )
-    lock = jobs_lock(store.path)
+    lock = jobs_lock(store.storage)
     if not dry_run:
         wait = store.config.service.lock_wait_seconds
         lock.acquire(wait if lock_wait_seconds is None else lock_wait_seconds)

@@ -166,11 +166,11 @@ class Daemon:
             self._configure_logging(self.config)
             job_triggers(self.config)  # every schedule readable, or ConfigError (exit 78)
             self._store = MemoryStore(self.db, config=self.config, actor="service")
-            lock = daemon_lock(self._store.path)
+            lock = daemon_lock(self._store.storage)
             try:
                 lock.acquire(DAEMON_LOCK_WAIT_SECONDS)
             except LockBusy:
-                pid = service_state(self._store.path)["pid"]
+                pid = service_state(self._store.storage)["pid"]
                 holder = f" (pid {pid})" if pid else ""
                 raise LockBusy(
                     f"another memkeeper service{holder} is already running on "

@@ -131,7 +131,7 @@ def mark_abandoned_runs(store: MemoryStore) -> int:
     Only done while holding the job lock: then no other process is running a job, so every
     ``running`` row is a leftover. If the lock is taken, nothing is marked (next start will).
     """
-    lock = jobs_lock(store.path)
+    lock = jobs_lock(store.storage)
     try:
         lock.acquire(0)
     except LockBusy:
@@ -193,7 +193,7 @@ class ServiceJobs:
 
     def _wait_for_job_lock(self, name: str) -> bool:
         """Wait while another process (a run-once) runs a job; False if a stop came first."""
-        lock = jobs_lock(self.store.path)
+        lock = jobs_lock(self.store.storage)
         announced = False
         while not self.stop_event.is_set():
             try:

@@ -22,6 +22,7 @@ from typing import Any
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage.connection import Database
 from memkeeper.storage.files import Storage
+from memkeeper.storage.postgres import retention as pg_retention
 from memkeeper.storage.sqlite import immediate_transaction
 
 
@@ -115,8 +116,11 @@ def last_ok_counts(db: Database, job: str) -> tuple[str, str | None] | None:
 
 def retain_thinned_through(db: Database) -> int:
     """The highest ``thinned_through`` any ``retain`` run recorded in its stats (0: none)."""
-    row = db.execute(
-        "SELECT max(json_extract(counts, '$.stats.thinned_through')) FROM job_runs"
-        " WHERE job = 'retain'"
-    ).fetchone()
+    if db.dialect == "postgres":
+        row = db.execute(pg_retention.THINNED_THROUGH).fetchone()
+    else:
+        row = db.execute(
+            "SELECT max(json_extract(counts, '$.stats.thinned_through')) FROM job_runs"
+            " WHERE job = 'retain'"
+        ).fetchone()
     return int(row[0] or 0)

@@ -20,6 +20,7 @@ from typing import Any
 
 from memkeeper.storage.connection import Database
 from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.postgres import retention as pg_retention
 from memkeeper.storage.sqlite import immediate_transaction
 
 THINNED = "thinned"
@@ -55,11 +56,23 @@ def _thin(column: str) -> str:
     return f"CASE WHEN {column} IS NULL THEN NULL ELSE {image} END"
 
 
-_THIN_SQL = (
-    f"UPDATE changes SET before = {_thin('before')}, after = {_thin('after')}"
-    " WHERE id IN ({ids}) AND action != 'forget'"
-    f" AND (before IS NOT NULL OR after IS NOT NULL) AND {_IS_THINNED} IS NULL"
+def _thin_sql(thin: Any, is_thinned: str) -> str:
+    return (
+        f"UPDATE changes SET before = {thin('before')}, after = {thin('after')}"
+        " WHERE id IN ({ids}) AND action != 'forget'"
+        f" AND (before IS NOT NULL OR after IS NOT NULL) AND {is_thinned} IS NULL"
+    )
+
+
+_THIN_SQL = _thin_sql(_thin, _IS_THINNED)
+_PG_THIN_SQL = _thin_sql(
+    lambda column: pg_retention.thin(column, KEPT_FIELDS, THINNED), pg_retention.IS_THINNED
 )
+
+
+def _is_thinned(db: Database) -> str:
+    """The "this row is thinned" expression in ``db``'s dialect."""
+    return pg_retention.IS_THINNED if db.dialect == "postgres" else _IS_THINNED
 
 
 def scan_changes(db: Database, after_id: int, limit: int) -> list[dict[str, Any]]:
@@ -69,7 +82,7 @@ def scan_changes(db: Database, after_id: int, limit: int) -> list[dict[str, Any]
         dict(row)
         for row in db.query(
             "SELECT id, at, run_id, action, before IS NULL AND after IS NULL AS bare,"
-            f" {_IS_THINNED} IS NOT NULL AS thinned FROM changes WHERE id > ? ORDER BY id"
+            f" {_is_thinned(db)} IS NOT NULL AS thinned FROM changes WHERE id > ? ORDER BY id"
             " LIMIT ?",
             [after_id, limit],
         )
@@ -85,7 +98,8 @@ def thin_changes(db: Database, ids: Sequence[int]) -> int:
     changed = 0
     with immediate_transaction(db):
         for part in chunks(list(ids)):
-            sql = _THIN_SQL.replace("{ids}", placeholders(len(part)))
+            thin = _PG_THIN_SQL if db.dialect == "postgres" else _THIN_SQL
+            sql = thin.replace("{ids}", placeholders(len(part)))
             changed += db.conn.execute(sql, list(part)).rowcount
     return changed
 
@@ -93,7 +107,8 @@ def thin_changes(db: Database, ids: Sequence[int]) -> int:
 def run_is_thinned(db: Database, run_id: str) -> bool:
     """Whether any change-log row of this run was thinned (so it can no longer be undone)."""
     row = db.execute(
-        f"SELECT 1 FROM changes WHERE run_id = ? AND {_IS_THINNED} IS NOT NULL LIMIT 1", [run_id]
+        f"SELECT 1 FROM changes WHERE run_id = ? AND {_is_thinned(db)} IS NOT NULL LIMIT 1",
+        [run_id],
     ).fetchone()
     return row is not None
 

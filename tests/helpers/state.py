@@ -6,14 +6,20 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from helpers.databases import is_postgres, raw_rows
 from memkeeper import MemoryStore
 from memkeeper.paths import cold_path_for
 from memkeeper.storage.uses import stamp_of
 
 
-def locations(db_path: Path) -> dict[str, list[str]]:
+def locations(db_path: Path | str) -> dict[str, list[str]]:
     """memory id -> the files it is in (read straight from the files, not through memkeeper)."""
     found: dict[str, list[str]] = {}
+    if is_postgres(db_path):  # one database: cold storage is its table cold_memories
+        for table, where in (("memories", "hot"), ("cold_memories", "cold")):
+            for row in raw_rows(db_path, table):
+                found.setdefault(row["id"], []).append(where)
+        return found
     conn = sqlite3.connect(db_path)
     for (memory_id,) in conn.execute("SELECT id FROM memories"):
         found.setdefault(memory_id, []).append("hot")

@@ -24,6 +24,7 @@ from memkeeper.clock import system_now
 from memkeeper.errors import DatabaseMissing
 from memkeeper.storage.files import DEFAULT_AUTOCHECKPOINT, Storage
 from memkeeper.storage.postgres.database import PostgresDatabase
+from memkeeper.storage.postgres.job_locks import AdvisoryLock
 from memkeeper.storage.postgres.pool import DEFAULT_CONNECT_TIMEOUT, connect
 from memkeeper.storage.postgres.schema import (
     DEFAULT_SCHEMA,
@@ -51,6 +52,7 @@ class PostgresStorage(Storage):
         self.schema = schema
         self.lock = threading.RLock()
         self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
+        self.connect_timeout = connect_timeout
         self.hot_raw = self.cold_raw = None
         self._connect_timeout = connect_timeout
         raw = connect(self.url, connect_timeout=connect_timeout)
@@ -114,6 +116,13 @@ class PostgresStorage(Storage):
 
     def checkpoint(self) -> None:
         """The server checkpoints by itself."""
+
+    def process_lock(self, name: str, purpose: str) -> AdvisoryLock:
+        """The lock ``name`` (``jobs``, ``daemon``) of this memory: a session advisory lock
+        on a connection of its own (:mod:`memkeeper.storage.postgres.job_locks`)."""
+        return AdvisoryLock(
+            self.url, self.schema, name, purpose, connect_timeout=self.connect_timeout
+        )
 
     def close(self) -> None:
         with self.lock:

@@ -1,0 +1,145 @@
+"""Process locks on PostgreSQL: one job run at a time (and one service) per memory schema.
+
+On SQLite these are ``flock`` files beside the database (:mod:`memkeeper.maintenance.locks`);
+a PostgreSQL memory has no file every host can see, so the lock is a **session-level advisory
+lock** (``pg_try_advisory_lock``) taken on a connection of its own, opened for the lock and
+held while the job runs. The server drops it when that session ends — the holder exits, is
+killed, or loses its connection — just as the kernel drops a dead process's flock, so a lock
+left by a killed process is never obeyed.
+
+Why a dedicated connection: a session lock belongs to the session that took it, so it must not
+be taken on the store's own connection (whose transactions come and go) nor on a pooled one
+(returned to the pool while the lock is still held). The key is ``(LOCK_CLASS, crc32 of
+"<schema>.<name>")``: stable across processes and hosts, distinct per schema and per lock
+name, and apart from the migration and write locks (another class).
+
+The interface is :class:`~memkeeper.maintenance.locks.FileLock`'s: ``acquire(wait_seconds)``
+polls until the deadline and raises :class:`~memkeeper.errors.LockBusy` naming the holder
+(its ``application_name`` carries the holding process's pid and host), ``release``, ``hold``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+import zlib
+from collections.abc import Iterator
+
+import psycopg
+
+from memkeeper.errors import LockBusy
+from memkeeper.storage.postgres.pool import APPLICATION_NAME, DEFAULT_CONNECT_TIMEOUT, connect
+from memkeeper.storage.postgres.url import DatabaseUrl
+
+LOCK_CLASS = 0x4D4B4A42  # "MKJB": job and service locks (the migration/write class is "MKHD")
+POLL_SECONDS = 0.1
+
+_HOLDER = (
+    "SELECT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s"
+    " AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database"
+    " WHERE datname = current_database()) LIMIT 1"
+)
+
+
+def lock_key(schema: str, name: str) -> int:
+    """The lock's second key: a stable 31-bit hash of the schema and the lock's name."""
+    return zlib.crc32(f"{schema}.{name}".encode()) & 0x7FFFFFFF
+
+
+def _as_oid(key: int) -> int:
+    """``pg_locks.classid``/``objid`` show an int4 key as an unsigned oid."""
+    return key & 0xFFFFFFFF
+
+
+class AdvisoryLock:
+    """An exclusive, non-reentrant lock named ``name`` in one PostgreSQL memory schema."""
+
+    def __init__(
+        self,
+        url: DatabaseUrl,
+        schema: str,
+        name: str,
+        purpose: str,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        self.url = url
+        self.schema = schema
+        self.name = name
+        self.purpose = purpose
+        self.key = lock_key(schema, name)
+        self.connect_timeout = connect_timeout
+        self._conn: psycopg.Connection | None = None
+
+    @property
+    def path(self) -> str:
+        """Where the lock lives, for messages (the URL, its password masked)."""
+        return f"{self.url} advisory lock {self.schema}.{self.name}"
+
+    @property
+    def held(self) -> bool:
+        return self._conn is not None
+
+    def _try(self, conn: psycopg.Connection) -> bool:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self.key)).fetchone()
+        return bool(row and row[0])
+
+    def _holder(self, conn: psycopg.Connection) -> str:
+        try:
+            row = conn.execute(_HOLDER, (_as_oid(LOCK_CLASS), _as_oid(self.key))).fetchone()
+        except psycopg.Error:
+            return "another process"
+        if row is None:
+            return "another process"
+        name = row[1] or ""
+        who = name[len(APPLICATION_NAME) :].strip() if name.startswith(APPLICATION_NAME) else ""
+        return f"{who} (server pid {row[0]})" if who else f"server pid {row[0]}"
+
+    def acquire(self, wait_seconds: float = 0.0) -> None:
+        """Take the lock, waiting up to ``wait_seconds``; raise LockBusy if it stays taken."""
+        if self._conn is not None:
+            raise RuntimeError(f"{self.purpose} lock is already held by this object")
+        conn = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
+        try:
+            label = f"{APPLICATION_NAME} pid {os.getpid()} on {socket.gethostname()}"
+            conn.execute("SELECT set_config('application_name', %s, false)", (label[:63],))
+            deadline = time.monotonic() + max(wait_seconds, 0.0)
+            while not self._try(conn):
+                if time.monotonic() >= deadline:
+                    holder = self._holder(conn)
+                    waited = f" after waiting {wait_seconds:g} s" if wait_seconds else ""
+                    raise LockBusy(
+                        f"the {self.purpose} lock ({self.path}) is held by {holder}{waited}"
+                    )
+                time.sleep(POLL_SECONDS)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def release(self) -> None:
+        """Give the lock up; closing the session would drop it too (a lost connection)."""
+        if self._conn is None:
+            return
+        conn, self._conn = self._conn, None
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, self.key))
+        conn.close()
+
+    @contextlib.contextmanager
+    def hold(self, wait_seconds: float = 0.0) -> Iterator[AdvisoryLock]:
+        """``with lock.hold(wait):`` — acquire, yield, always release."""
+        self.acquire(wait_seconds)
+        try:
+            yield self
+        finally:
+            self.release()
+
+    def holder_state(self) -> dict[str, object]:
+        """Whether a session holds the lock now (for ``status``), without taking it."""
+        with connect(self.url, connect_timeout=self.connect_timeout, autocommit=True) as conn:
+            row = conn.execute(_HOLDER, (_as_oid(LOCK_CLASS), _as_oid(self.key))).fetchone()
+        return {"running": row is not None, "pid": None, "server_pid": row[0] if row else None}
