@@ -114,7 +114,9 @@ class DatabaseSection(_Section):
         "normal",
         description="SQLite's synchronous setting. normal (WAL's usual choice): a power loss "
         "may lose the last commits since a checkpoint, never corrupt the file; a forget is "
-        "always on disk when it returns. full: every commit also syncs the WAL (slower).",
+        "always on disk when it returns. full: every commit also syncs the WAL (slower). On "
+        "PostgreSQL: normal is synchronous_commit = off (a crash may lose the last half "
+        "second of commits, never corrupts; a forget still waits for its flush), full is on.",
     )
     cache_mb: int = Field(
         24,

@@ -23,7 +23,10 @@ def open_storage(settings: Settings, *, create: bool) -> Storage:
         from memkeeper.storage.postgres.storage import PostgresStorage
 
         return PostgresStorage(
-            settings.url, create=create, connect_timeout=database.connect_timeout_s
+            settings.url,
+            create=create,
+            connect_timeout=database.connect_timeout_s,
+            synchronous=database.synchronous,
         )
     return Storage(
         settings.hot_path,

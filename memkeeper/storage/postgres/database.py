@@ -37,7 +37,7 @@ from psycopg.pq import TransactionStatus
 from memkeeper.errors import DatabaseUnreachable
 from memkeeper.storage.connection import _LAZY_KEYWORDS, _first_keyword, _keys
 from memkeeper.storage.postgres.dialect import translate
-from memkeeper.storage.postgres.write_locks import Scope, lock_everything, lock_users
+from memkeeper.storage.postgres.write_locks import Scope, blocking_locks, lock_users
 
 _SAVEPOINTS = itertools.count(1)
 
@@ -202,13 +202,19 @@ class PostgresDatabase:
         return iter([dict(zip(keys, row, strict=True)) for row in cursor.fetchall()])
 
     @contextlib.contextmanager
-    def atomic(self) -> Iterator[PostgresDatabase]:
-        """A transaction, or a savepoint inside one; rolled back when the block raises."""
+    def atomic(self, opening: str | None = None) -> Iterator[PostgresDatabase]:
+        """A transaction, or a savepoint inside one; rolled back when the block raises.
+
+        ``opening``: a statement without parameters sent with the ``BEGIN`` in one round
+        trip (the write locks); inside a transaction it runs after the savepoint.
+        """
         raw = self.raw
         if self.conn.in_transaction:
             name = psql.Identifier(f"memkeeper_{next(_SAVEPOINTS)}")
             raw.execute(psql.SQL("SAVEPOINT {}").format(name))
             try:
+                if opening is not None:
+                    self.conn.execute(opening)
                 yield self
             except BaseException:
                 if self.conn.in_transaction and not raw.broken:
@@ -217,7 +223,8 @@ class PostgresDatabase:
                 raise
             raw.execute(psql.SQL("RELEASE SAVEPOINT {}").format(name))
             return
-        self.conn.execute("BEGIN")  # on a live connection: a dead one is replaced first
+        # On a live connection (a dead one is replaced first), the opening in the same trip.
+        self.conn.execute("BEGIN" if opening is None else f"BEGIN; {opening}")
         try:
             yield self
             self.conn.execute("COMMIT")
@@ -238,14 +245,12 @@ class PostgresDatabase:
         Inside another write transaction, a savepoint: the outermost one declared what is
         written; a nested one adds the users it names that the outer did not hold.
         """
-        with self.atomic():
-            outer = self.scope is None
+        outer = self.scope is None
+        tries = try_users and users is not None
+        opening, scope = blocking_locks(users) if outer and not tries else (None, None)
+        with self.atomic(opening):
             if outer:
-                self.scope = (
-                    lock_everything(self.conn)
-                    if users is None
-                    else lock_users(self.conn, users, wait=not try_users)
-                )
+                self.scope = scope or lock_users(self.conn, users or (), wait=False)  # tries
             elif users is not None and not self.scope.covers(users):
                 more = lock_users(self.conn, set(users) - self.scope.users, wait=True, shared=False)
                 self.scope.users |= more.users

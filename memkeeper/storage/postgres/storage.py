@@ -47,8 +47,10 @@ class PostgresStorage(Storage):
         schema: str = DEFAULT_SCHEMA,
         create: bool = True,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        synchronous: str = "normal",
     ) -> None:
         self.url = url if isinstance(url, DatabaseUrl) else parse_url(url)
+        self.synchronous = synchronous
         self.schema = schema
         self.lock = threading.RLock()
         self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
@@ -75,8 +77,14 @@ class PostgresStorage(Storage):
         )
 
     def _configure(self, raw: psycopg.Connection) -> None:
-        """Client-side parameters and memkeeper's schema first on the search path."""
+        """Client-side parameters, memkeeper's schema first on the search path, and the
+        commit durability of ``database.synchronous``: ``normal`` is SQLite's WAL ``NORMAL``
+        (``synchronous_commit = off``: a crash of the server or the machine may lose the
+        last commits, about half a second's, and never corrupts), ``full`` waits for the
+        WAL flush of every commit (the server's default). An erasure always waits for it."""
         raw.cursor_factory = psycopg.ClientCursor
+        durable = "on" if self.synchronous == "full" else "off"
+        raw.execute(f"SET synchronous_commit = {durable}")
         raw.execute(
             sql.SQL("SET search_path TO {}").format(
                 sql.SQL(", ").join(sql.Identifier(s) for s in self._search_path)

@@ -51,17 +51,23 @@ class Scope:
         return self.everything or (users is not None and set(users) <= self.users)
 
 
-def lock_everything(conn: Any) -> Scope:
-    """The global write lock, exclusively: waits for every writer in progress."""
-    conn.execute("SELECT pg_advisory_xact_lock(?, ?)", (LOCK_CLASS, LOCK_WRITE))
-    return Scope(everything=True)
+def blocking_locks(users: Collection[str] | None) -> tuple[str, Scope]:
+    """The one statement that takes a write's locks, waiting for each (users in sorted
+    order), and the scope it gives: sent with the ``BEGIN`` in one round trip. Its text
+    holds nothing but integers (the keys), never a user id."""
+    if users is None:
+        return f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {LOCK_WRITE})", Scope(everything=True)
+    keys = sorted({user_key(user) for user in users})
+    calls = [f"pg_advisory_xact_lock_shared({LOCK_CLASS}, {LOCK_WRITE})"]
+    calls += [f"pg_advisory_xact_lock({key})" for key in keys]
+    return "SELECT " + ", ".join(calls), Scope(users=set(users))
 
 
 def lock_users(conn: Any, users: Collection[str], *, wait: bool, shared: bool = True) -> Scope:
     """The global lock shared, then each user's: waiting for each (sorted), or only trying."""
     if shared:
         conn.execute("SELECT pg_advisory_xact_lock_shared(?, ?)", (LOCK_CLASS, LOCK_WRITE))
-    ordered = sorted(set(users), key=user_key)
+    ordered = sorted(set(users), key=user_key)  # the order blocking_locks takes them in
     if wait:
         for user in ordered:
             conn.execute("SELECT pg_advisory_xact_lock(?)", (user_key(user),))
