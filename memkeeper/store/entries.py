@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from memkeeper.clock import to_db
+from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.files import Storage
 from memkeeper.storage.transitions import Image, Transition, hot_image, supersede, with_changes
@@ -32,12 +33,7 @@ def current_entry(
     storage: Storage, user_id: str, namespace: str, kind: str, key: str
 ) -> Image | None:
     """The entry that is the current value of ``key`` (active or pending review), if any."""
-    rows = storage.hot.query(
-        "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = ? AND key = ?"
-        " AND state IN ('active', 'pending_review')",
-        [user_id, namespace, kind, key],
-    )
-    row = next(iter(rows), None)
+    row = memory_reads.current_value(storage.hot, user_id, namespace, kind, key)
     return image_of(row) if row else None
 
 
@@ -124,12 +120,7 @@ def remember_plan(
         return [reconfirmed(current, "the same value was asserted again")], current["id"]
 
     transitions: list[Transition] = []
-    previous = storage.hot.query(
-        "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = ? AND key = ?"
-        " AND state = 'superseded' AND value = ? ORDER BY updated_at DESC LIMIT 1",
-        [user_id, namespace, kind, key, value],
-    )
-    earlier = next(iter(previous), None)
+    earlier = memory_reads.superseded_with_value(storage.hot, user_id, namespace, kind, key, value)
     if earlier is not None:
         revived = reconfirmed(image_of(earlier), "re-asserted during its grey period")
         new_id = earlier["id"]

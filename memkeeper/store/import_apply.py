@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.clock import from_db, to_db
+from memkeeper.storage import memory_reads
 from memkeeper.storage.files import batched
-from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.tombstones import erased_at
+from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Image, Transition, apply, hot_image, supersede
 from memkeeper.store import MemoryStore
 from memkeeper.store.entries import (
@@ -99,16 +100,13 @@ def _forgotten(
 
 
 def _note_exists(store: MemoryStore, user_id: str, namespace: str, entry: AgentEntry) -> bool:
-    params = [user_id, namespace, entry.value]
-    where = "user_id = ? AND namespace = ? AND kind = 'note' AND value = ?"
-    if entry.created_at is not None:
-        where += " AND created_at = ?"
-        params.append(to_db(entry.created_at))
-    if next(iter(store.storage.hot.query(f"SELECT 1 FROM memories WHERE {where}", params)), None):
+    created = to_db(entry.created_at) if entry.created_at is not None else None
+    found = memory_reads.note_exists
+    if found(store.storage.hot, "memories", user_id, namespace, entry.value, created):
         return True
     cold = store.storage.cold(create=False)
-    return cold is not None and bool(
-        next(iter(cold.query(f"SELECT 1 FROM cold_memories WHERE {where}", params)), None)
+    return cold is not None and found(
+        cold, "cold_memories", user_id, namespace, entry.value, created
     )
 
 
@@ -144,7 +142,7 @@ def import_agent_json(
         if progress is not None:
             progress("import", done, len(entries))
         done += len(batch)
-        with store.storage.lock, immediate_transaction(store.storage.hot):
+        with write_transaction(store.storage):
             now = store.now()
             for line in batch:
                 entry = line
@@ -240,7 +238,7 @@ def import_jsonl(
 
     for batch in batched(hot_lines, store.config.database.batch_size):
         advance(len(batch))
-        with store.storage.lock, immediate_transaction(store.storage.hot):
+        with write_transaction(store.storage):
             now = store.now()
             existing = store.storage.current_images([image["id"] for _, image in batch])
             for number, image in batch:

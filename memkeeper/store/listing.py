@@ -7,10 +7,9 @@ then cold (:meth:`~memkeeper.storage.files.Storage.current_images`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from memkeeper import validation
 from memkeeper.records import Memory
+from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
 from memkeeper.store.core import StoreCore
 
@@ -37,32 +36,25 @@ def list_memories(
     if kind is not None:
         validation.kind(kind)
     core.lookup(("user_id", user_id), ("namespace", namespace))
-    where: list[str] = []
-    params: list[Any] = []
-    for column, value in (("user_id", user_id), ("namespace", namespace), ("kind", kind)):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
+    owner = [
+        (column, value)
+        for column, value in (("user_id", user_id), ("namespace", namespace), ("kind", kind))
+        if value is not None
+    ]
     results: list[Memory] = []
     storage = core.storage
     with storage.lock:
         if state != "cold":
-            hot_where = where + (["state = ?"] if state else [])
-            sql = "SELECT * FROM memories"
-            if hot_where:
-                sql += " WHERE " + " AND ".join(hot_where)
-            rows = storage.hot.query(
-                sql + " ORDER BY created_at, id", params + ([state] if state else [])
+            hot = memory_reads.listed(
+                storage.hot, "memories", [*owner, *(("state", state),) * bool(state)]
             )
-            results.extend(Memory.from_image(image_of(row)) for row in rows)
+            results.extend(Memory.from_image(image_of(row)) for row in hot)
         cold = storage.cold(create=False)
         if cold is not None and state in (None, "cold"):
-            sql = "SELECT * FROM cold_memories"
-            if where:
-                sql += " WHERE " + " AND ".join(where)
-            rows = cold.query(sql + " ORDER BY created_at, id", params)
             seen = {memory.id for memory in results}
             results.extend(
-                Memory.from_image(image_of(row)) for row in rows if row["id"] not in seen
+                Memory.from_image(image_of(row))
+                for row in memory_reads.listed(cold, "cold_memories", owner)
+                if row["id"] not in seen
             )
     return results

@@ -22,9 +22,9 @@ from datetime import datetime
 from memkeeper import logs, validation
 from memkeeper.errors import StorageUnwritable
 from memkeeper.records import KEYED_KINDS, Memory
+from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.files import placeholders
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Image, Transition, hot_image, used_image
 from memkeeper.storage.use_buffer import buffering, may_write
 from memkeeper.storage.uses import mark_used
@@ -58,29 +58,13 @@ def _peek(
     core: StoreCore, user_id: str, namespace: str, key: str, kinds: Sequence[str]
 ) -> Memory | None:
     """The value ``recall`` would return, read without marking anything."""
-    sql = (
-        f" WHERE user_id = ? AND namespace = ? AND key = ? AND kind IN ({placeholders(len(kinds))})"
-    )
-    params = [user_id, namespace, key, *kinds]
     storage = core.storage
     with storage.lock:
-        rows = list(
-            storage.hot.query(
-                f"SELECT * FROM memories{sql} AND state IN ('active', 'pending_review')"
-                " ORDER BY last_used_at DESC LIMIT 1",
-                params,
-            )
-        )
+        row = memory_reads.live_by_key(storage.hot, user_id, namespace, key, kinds)
         cold = storage.cold(create=False)
-        if not rows and cold is not None:
-            rows = list(
-                cold.query(
-                    f"SELECT * FROM cold_memories{sql}"
-                    " ORDER BY cold_reason = 'superseded', updated_at DESC LIMIT 1",
-                    params,
-                )
-            )
-    return Memory.from_image(image_of(rows[0])) if rows else None
+        if row is None and cold is not None:
+            row = memory_reads.cold_by_key(cold, user_id, namespace, key, kinds)
+    return Memory.from_image(image_of(row)) if row else None
 
 
 def _recall_and_mark(
@@ -89,31 +73,19 @@ def _recall_and_mark(
     storage = core.storage
     if buffering(storage) is not None:
         with storage.lock:
-            rows = storage.hot.query(
-                _LIVE_BY_KEY.format(placeholders(len(kinds))), [user_id, namespace, key, *kinds]
-            )
-            found = next(iter(rows), None)
+            found = memory_reads.live_by_key(storage.hot, user_id, namespace, key, kinds)
         if found is not None and found["state"] == "active":
             return _buffer_use(core, image_of(found), "recall")
         # Pending review (a renewal to log) or not in the hot file: the write path below.
         if found is not None or storage.cold(create=False) is not None:
             may_write()
     with storage.lock:
-        with immediate_transaction(storage.hot, users=[user_id]):
+        with write_transaction(storage, users=[user_id]):
             now = core.now()
-            rows = storage.hot.query(
-                _LIVE_BY_KEY.format(placeholders(len(kinds))), [user_id, namespace, key, *kinds]
-            )
-            found = next(iter(rows), None)
+            found = memory_reads.live_by_key(storage.hot, user_id, namespace, key, kinds)
             if found is not None:
                 return mark_found(core, image_of(found), now)
         return _recall_from_cold(core, user_id, namespace, key, kinds)
-
-
-_LIVE_BY_KEY = (
-    "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND key = ?"
-    " AND kind IN ({}) AND state IN ('active', 'pending_review') ORDER BY last_used_at DESC"
-)
 
 
 def _buffer_use(core: StoreCore, image: Image, by: str) -> Memory:
@@ -149,14 +121,9 @@ def mark_hits(
         return marked
     storage = core.storage
     users = {memory.user_id for memory in memories}
-    with storage.lock, immediate_transaction(storage.hot, users=users):
+    with write_transaction(storage, users=users):
         now = core.now()
-        rows = storage.hot.query(
-            f"SELECT * FROM memories WHERE id IN ({placeholders(len(ids))})"
-            " AND state IN ('active', 'pending_review')",
-            ids,
-        )
-        for row in list(rows):
+        for row in memory_reads.live_by_ids(storage.hot, ids):
             marked[row["id"]] = mark_found(core, image_of(row), now, by=by)
     return marked
 
@@ -220,14 +187,7 @@ def _recall_from_cold(
     cold = core.storage.cold(create=False)
     if cold is None:
         return None
-    # Prefer the value that was current when it was retired over superseded ones.
-    rows = cold.query(
-        "SELECT * FROM cold_memories WHERE user_id = ? AND namespace = ? AND key = ?"
-        f" AND kind IN ({placeholders(len(kinds))})"
-        " ORDER BY cold_reason = 'superseded', updated_at DESC LIMIT 1",
-        [user_id, namespace, key, *kinds],
-    )
-    found = next(iter(rows), None)
+    found = memory_reads.cold_by_key(cold, user_id, namespace, key, kinds)
     if found is None:
         return None
     restored = restore_found(core, image_of(found))

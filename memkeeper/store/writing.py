@@ -11,7 +11,7 @@ from __future__ import annotations
 from memkeeper import validation
 from memkeeper.errors import InvalidInput
 from memkeeper.records import KEYED_KINDS, Memory
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Transition
 from memkeeper.store.core import StoreCore
 from memkeeper.store.entries import new_entry_image, remember_plan
@@ -42,7 +42,7 @@ def remember(
     source = core.source(source)
     ttl_days = validation.ttl_days(ttl_days)
     storage = core.storage
-    with storage.lock, immediate_transaction(storage.hot, users=[user_id]):
+    with write_transaction(storage, users=[user_id]):
         now = core.now()
         transitions, result_id = remember_plan(
             storage,
