@@ -12,19 +12,13 @@ from typing import Any
 from memkeeper import validation
 from memkeeper.clock import to_db
 from memkeeper.records import Episode, Message
-from memkeeper.storage.files import placeholders
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage import conversation_rows
 from memkeeper.store.core import StoreCore
 
 
 def _insert(core: StoreCore, table: str, row: dict[str, Any]) -> dict[str, Any]:
     """Insert ``row`` into ``table``; returns the row as stored (its id and defaults too)."""
-    sql = f"INSERT INTO {table} ({', '.join(row)}) VALUES ({placeholders(len(row))}) RETURNING *"
-    storage = core.storage
-    with storage.lock, immediate_transaction(storage.hot):
-        # Read the RETURNING row to the end before the commit: the statement is then done.
-        [stored] = list(storage.hot.query(sql, list(row.values())))
-    return stored
+    return conversation_rows.append(core.storage, table, row)
 
 
 def append_message(
@@ -84,16 +78,11 @@ def history(
     """A session's unsummarized messages, oldest first (the newest ``limit`` if given)."""
     user_id, namespace = core.owner(user_id, namespace)
     core.lookup(("session_id", session_id))
-    sql = (
-        "SELECT * FROM messages WHERE user_id = ? AND namespace = ? AND session_id = ?"
-        " AND summarized_at IS NULL ORDER BY id DESC"
-    )
-    params: list[Any] = [user_id, namespace, session_id]
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(core.limit(limit))
+    count = core.limit(limit) if limit is not None else None
     with core.storage.lock:
-        rows = list(core.storage.hot.query(sql, params))
+        rows = conversation_rows.unsummarized(
+            core.storage.hot, user_id, namespace, session_id, count
+        )
     return [Message.from_row(row) for row in reversed(rows)]
 
 
@@ -101,11 +90,7 @@ def episodes(core: StoreCore, user_id: str, *, namespace: str, limit: int) -> li
     """The project's most recent ``limit`` episodes, in time order (a timeline)."""
     user_id, namespace = core.owner(user_id, namespace)
     with core.storage.lock:
-        rows = list(
-            core.storage.hot.query(
-                "SELECT * FROM episodes WHERE user_id = ? AND namespace = ?"
-                " ORDER BY created_at DESC, id DESC LIMIT ?",
-                [user_id, namespace, core.limit(limit)],
-            )
+        rows = conversation_rows.recent_episodes(
+            core.storage.hot, user_id, namespace, core.limit(limit)
         )
     return [Episode.from_row(row) for row in reversed(rows)]
