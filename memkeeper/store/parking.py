@@ -25,15 +25,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memkeeper.clock import from_db, to_db
+from memkeeper.storage import parking_rows
 from memkeeper.storage.changelog import change_row, insert_changes
 from memkeeper.storage.files import Storage
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import write_transaction
 from memkeeper.store.entries import current_entry
 
 FAILED = "session_failed"
 PARK = "park"
 UNPARK = "unpark"
-_SESSION = "json_extract(details, '$.session_id') = ?"
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,8 @@ def _rows(storage: Storage, ref: SessionRef, actions: tuple[str, ...], after: in
     All three actions are asked for, then filtered: with a single ``action =`` SQLite walks
     the action index across every user instead of this user's rows.
     """
-    rows = storage.hot.query(
-        "SELECT id, at, action, details FROM changes WHERE action IN (?, ?, ?) AND id > ?"
-        f" AND user_id = ? AND namespace = ? AND {_SESSION} ORDER BY id",
-        [FAILED, PARK, UNPARK, after, ref.user_id, ref.namespace, ref.session_id],
+    rows = parking_rows.session_rows(
+        storage.hot, (FAILED, PARK, UNPARK), after, ref.user_id, ref.namespace, ref.session_id
     )
     return [row for row in rows if row["action"] in actions]
 
@@ -108,19 +106,12 @@ def _last_success(storage: Storage, ref: SessionRef, after: int) -> int:
     note = current_entry(storage, ref.user_id, ref.namespace, "note", summary_key(ref.session_id))
     if note is not None:
         ids = [
-            row[0]
-            for row in storage.hot.execute(
-                "SELECT id, action FROM changes WHERE memory_id = ?", [note["id"]]
-            )
-            if row[1] == "summarize" and row[0] > after
+            change_id
+            for change_id, action in parking_rows.actions_of_memory(storage.hot, note["id"])
+            if action == "summarize" and change_id > after
         ]
         return max(ids, default=0)  # a later success would have made a newer current note
-    row = storage.hot.execute(
-        f"SELECT max(id) FROM changes WHERE action = 'summarize' AND id > ? AND user_id = ?"
-        f" AND namespace = ? AND {_SESSION}",
-        [after, ref.user_id, ref.namespace, ref.session_id],
-    ).fetchone()
-    return int(row[0] or 0)
+    return parking_rows.last_summary(storage.hot, after, ref.user_id, ref.namespace, ref.session_id)
 
 
 def _streak(storage: Storage, ref: SessionRef) -> tuple[list[Any], int]:
@@ -154,8 +145,7 @@ def record_failure(
 
     Returns the streak's length. One transaction: the count read is the count written.
     """
-    storage_hot = storage.hot
-    with storage.lock, immediate_transaction(storage_hot):
+    with write_transaction(storage, users=[ref.user_id]) as storage_hot:
         rows, _ = _streak(storage, ref)
         failures = 1 + sum(1 for row in rows if row["action"] == FAILED)
         details = {
@@ -207,10 +197,7 @@ def parked_sessions(
     found: list[ParkedSession] = []
     with storage.lock:
         latest: dict[SessionRef, Any] = {}
-        for row in storage.hot.query(
-            "SELECT id, at, user_id, namespace, details FROM changes WHERE action = ? ORDER BY id",
-            [PARK],
-        ):
+        for row in parking_rows.rows_of_action(storage.hot, PARK):
             details = json.loads(row["details"] or "{}")
             ref = SessionRef(row["user_id"], row["namespace"], str(details.get("session_id")))
             latest[ref] = (row, details)
@@ -257,7 +244,7 @@ def release(
     reason: str = "released for another try at the operator's request",
 ) -> int:
     """Write an ``unpark`` row for each session: the next run tries it once more."""
-    with storage.lock, immediate_transaction(storage.hot):
+    with write_transaction(storage):
         insert_changes(
             storage.hot,
             [
