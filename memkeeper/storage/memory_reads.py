@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memkeeper.storage.files import placeholders
+from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.handle import Handle
 
 Row = dict[str, Any]
@@ -119,3 +119,79 @@ def note_exists(
         where += " AND created_at = ?"
         params.append(created_at)
     return _first(db, f"SELECT 1 FROM {table} WHERE {where} LIMIT 1", params) is not None
+
+
+def rows_by_ids(db: Handle, table: str, ids: Sequence[str]) -> dict[str, Row]:
+    """The whole rows of ``ids`` in ``memories`` or ``cold_memories``, by id (in chunks)."""
+    if table not in ("memories", "cold_memories"):
+        raise ValueError(f"not a memory table: {table}")
+    found: dict[str, Row] = {}
+    for part in chunks(list(ids)):
+        sql = f"SELECT * FROM {table} WHERE id IN ({placeholders(len(part))})"
+        found.update((row["id"], row) for row in db.query(sql, list(part)))
+    return found
+
+
+def owned_live_columns(
+    db: Handle,
+    table: str,
+    columns: Sequence[str],
+    ids: Sequence[str],
+    user_id: str,
+    namespaces: Sequence[str],
+    kinds: Sequence[str],
+    live_states: Sequence[str],
+) -> list[Row]:
+    """``columns`` of the rows of ``ids`` that belong to the user, namespaces and kinds and
+    are live: in ``memories`` in one of ``live_states``, in ``cold_memories`` retired as the
+    current value (not superseded)."""
+    if table not in ("memories", "cold_memories"):
+        raise ValueError(f"not a memory table: {table}")
+    hot = table == "memories"
+    states = (
+        f"state IN ({placeholders(len(live_states))})"
+        if hot
+        else ("state = 'cold' AND cold_reason != 'superseded'")
+    )
+    found: list[Row] = []
+    for part in chunks(list(dict.fromkeys(ids))):
+        params = [*part, user_id, *namespaces, *kinds, *(live_states if hot else ())]
+        rows = db.conn.execute(
+            f"SELECT {', '.join(columns)} FROM {table} WHERE id IN ({placeholders(len(part))})"
+            f" AND user_id = ? AND namespace IN ({placeholders(len(namespaces))})"
+            f" AND kind IN ({placeholders(len(kinds))}) AND {states}",
+            params,
+        ).fetchall()
+        found += [dict(zip(columns, row, strict=True)) for row in rows]
+    return found
+
+
+def live_keys(
+    db: Handle, user_id: str, keys: Sequence[str], live_states: Sequence[str]
+) -> set[tuple[str, str]]:
+    """(namespace, key) of the user's live hot rows among ``keys``."""
+    found: set[tuple[str, str]] = set()
+    for part in chunks(list(dict.fromkeys(keys))):
+        for row in db.query(
+            "SELECT namespace, key FROM memories WHERE user_id = ?"
+            f" AND key IN ({placeholders(len(part))})"
+            f" AND state IN ({placeholders(len(live_states))})",
+            [user_id, *part, *live_states],
+        ):
+            found.add((row["namespace"], row["key"]))
+    return found
+
+
+def active_profile_and_project(
+    db: Handle, user_id: str, namespace: str, min_confidence: float
+) -> list[Row]:
+    """The user's active entries of ``namespace`` and of the profile (namespace ``''``) with
+    at least ``min_confidence``: what a context's prefill ranks."""
+    return list(
+        db.query(
+            "SELECT * FROM memories WHERE user_id = ? AND namespace IN (?, '')"
+            " AND kind IN ('fact', 'preference', 'note') AND state = 'active'"
+            " AND confidence >= ?",
+            [user_id, namespace, min_confidence],
+        )
+    )

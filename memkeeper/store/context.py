@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from memkeeper.records import Context, Episode, Memory, SearchHit
 from memkeeper.scoring import rank_key, retention_score
+from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
 from memkeeper.store import conversations, search, semantic
 from memkeeper.store.core import StoreCore
@@ -70,13 +71,8 @@ def _slots(core: StoreCore, user_id: str, namespace: str, limit: int | None) -> 
     now = core.now()
     # The profile (namespace '') applies to every project: one query for both namespaces.
     with core.storage.lock:
-        rows = list(
-            core.storage.hot.query(
-                "SELECT * FROM memories WHERE user_id = ? AND namespace IN (?, '')"
-                " AND kind IN ('fact', 'preference', 'note') AND state = 'active'"
-                " AND confidence >= ?",
-                [user_id, namespace, core.config.context.min_confidence],
-            )
+        rows = memory_reads.active_profile_and_project(
+            core.storage.hot, user_id, namespace, core.config.context.min_confidence
         )
     memories = _shadowed([Memory.from_image(image_of(row)) for row in rows], namespace)
     scored = [(m, retention_score(m, now, core.config.scoring)) for m in memories]

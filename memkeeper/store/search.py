@@ -34,8 +34,8 @@ from memkeeper import logs, validation
 from memkeeper.clock import days_between, from_db
 from memkeeper.errors import StorageUnwritable
 from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResults
+from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.keywords import small_user_rows
 from memkeeper.storage.vectors import has_vectors, user_vectors
 from memkeeper.store import fusion, semantic
@@ -179,8 +179,7 @@ def _load(core: StoreCore, ranked: list[Ranked], facts: dict[str, Any]) -> list[
             ids = [r[0] for r in ranked if facts[r[0]]["table"] == table]
             db = storage.hot if table == "memories" else storage.cold(create=False)
             if ids and db is not None:
-                query = f"SELECT * FROM {table} WHERE id IN ({placeholders(len(ids))})"
-                rows.update((row["id"], row) for row in db.query(query, ids))
+                rows.update(memory_reads.rows_by_ids(db, table, ids))
     hits = []
     for memory_id, score, similarity, keyword, confidence, recency in ranked:
         if memory_id in rows:
@@ -313,24 +312,10 @@ def _rows(
 ) -> list[Any]:
     """The :data:`FACTS` of these ids that belong to the user, namespaces and kinds, and
     are live, each with the ``table`` it is in."""
-    ids = list(dict.fromkeys(ids))
-    if not ids:
-        return []
-    states = "state = 'cold' AND cold_reason != 'superseded'"
-    if table == "memories":
-        states = f"state IN ({placeholders(len(LIVE_STATES))})"
-    found: list[Any] = []
-    for part in chunks(ids):
-        params = [*part, user_id, *namespaces, *kinds]
-        if table == "memories":
-            params += LIVE_STATES
-        found += db.conn.execute(
-            f"SELECT {', '.join(FACTS)} FROM {table} WHERE id IN ({placeholders(len(part))})"
-            f" AND user_id = ? AND namespace IN ({placeholders(len(namespaces))})"
-            f" AND kind IN ({placeholders(len(kinds))}) AND {states}",
-            params,
-        ).fetchall()
-    return [dict(zip(FACTS, row, strict=True)) | {"table": table} for row in found]
+    found = memory_reads.owned_live_columns(
+        db, table, FACTS, ids, user_id, namespaces, kinds, LIVE_STATES
+    )
+    return [row | {"table": table} for row in found]
 
 
 def _not_shadowed(hot: Any, cold_rows: list[Any], user_id: str) -> list[Any]:
@@ -338,15 +323,7 @@ def _not_shadowed(hot: Any, cold_rows: list[Any], user_id: str) -> list[Any]:
     keyed = [row for row in cold_rows if row["kind"] in KEYED_KINDS and row["key"]]
     if not keyed:
         return cold_rows
-    live = {
-        (row["namespace"], row["key"])
-        for row in hot.query(
-            "SELECT namespace, key FROM memories WHERE user_id = ?"
-            f" AND key IN ({placeholders(len(keyed))})"
-            f" AND state IN ({placeholders(len(LIVE_STATES))})",
-            [user_id, *(row["key"] for row in keyed), *LIVE_STATES],
-        )
-    }
+    live = memory_reads.live_keys(hot, user_id, [row["key"] for row in keyed], LIVE_STATES)
     return [row for row in cold_rows if (row["namespace"], row["key"]) not in live]
 
 
@@ -371,9 +348,6 @@ def _restore(core: StoreCore, memory_id: str) -> Memory | None:
     """Bring a cold hit back to active, as recall does; None if it left cold storage."""
     cold = core.storage.cold(create=False)
     with core.storage.lock:
-        rows = (
-            []
-            if cold is None
-            else list(cold.query("SELECT * FROM cold_memories WHERE id = ?", [memory_id]))
-        )
-    return restore_found(core, image_of(rows[0]), by="search") if rows else None
+        rows = {} if cold is None else memory_reads.rows_by_ids(cold, "cold_memories", [memory_id])
+    row = rows.get(memory_id)
+    return restore_found(core, image_of(row), by="search") if row else None
