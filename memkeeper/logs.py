@@ -30,7 +30,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import sqlite3
 import sys
 import threading
 from typing import Any, TextIO
@@ -67,6 +66,18 @@ _OPERATIONAL_ERRNOS = frozenset(
 )
 
 
+_DRIVER_OPERATIONAL = frozenset({("sqlite3", "OperationalError"), ("psycopg", "OperationalError")})
+"""The drivers' operational errors, by (package, class): the basics never import a driver
+(only storage does), so they are told apart by name."""
+
+
+def _driver_operational(exc: BaseException) -> bool:
+    return any(
+        (cls.__module__.partition(".")[0], cls.__name__) in _DRIVER_OPERATIONAL
+        for cls in type(exc).__mro__
+    )
+
+
 def expected_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is an operational failure an operator fixes, not a bug in memkeeper.
 
@@ -74,7 +85,7 @@ def expected_failure(exc: BaseException) -> bool:
     locked database...), SQLite's operational errors (a full disk, an I/O error) and the
     file-system errors behind them (no space, read-only file system, permission denied).
     """
-    if isinstance(exc, MemkeeperError | sqlite3.OperationalError):
+    if isinstance(exc, MemkeeperError) or _driver_operational(exc):
         return True
     return isinstance(exc, OSError) and exc.errno in _OPERATIONAL_ERRNOS
 

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from memkeeper import __version__, logs, settings
 from memkeeper.cli.commands import LazyGroup
 from memkeeper.clock import fixed, parse_user_time, system_now
 from memkeeper.config.file import load_config
-from memkeeper.errors import EXIT_DATABASE, EXIT_ERROR, EXIT_USAGE, MemkeeperError
+from memkeeper.errors import EXIT_ERROR, EXIT_USAGE, MemkeeperError
 from memkeeper.paths import ENV_CONFIG, ENV_NOW
 
 if TYPE_CHECKING:
@@ -287,24 +286,6 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.exit_code if exc.exit_code else EXIT_USAGE
     except MemkeeperError as exc:
         code = _fail(str(exc), exc.exit_code, exc)
-    except sqlite3.DatabaseError as exc:
-        # The library names the file for the failures it expects; these are the rest. A full
-        # disk or a read-only file still gets words an operator can act on.
-        from memkeeper.errors import EXIT_CANT_CREATE
-
-        primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-        text = str(exc).lower()
-        if primary == 13 or "disk is full" in text:  # SQLITE_FULL
-            message = f"the disk is full (SQLite: {exc}); free some space and run the command again"
-            code = _fail(message, EXIT_CANT_CREATE, exc)
-        elif primary == 8 or "readonly database" in text:  # SQLITE_READONLY
-            message = (
-                f"the database is read-only for this user ({exc}): a permission problem; make "
-                "it writable, or run memkeeper as the user that owns it"
-            )
-            code = _fail(message, EXIT_CANT_CREATE, exc)
-        else:
-            code = _fail(f"database error: {exc}", EXIT_DATABASE, exc)
     except OSError as exc:
         import errno
 
@@ -316,14 +297,21 @@ def main(argv: list[str] | None = None) -> int:
             code = _fail(message, EXIT_CANT_CREATE, exc)
         else:
             code = _fail(where, EXIT_ERROR, exc)
-    except Exception as exc:  # a bug: still one line, no traceback, unless asked for
-        if os.environ.get("MEMKEEPER_DEBUG"):
+    except Exception as exc:  # a driver's error untranslated, or a bug: still one line
+        from memkeeper.storage.driver_errors import explain
+
+        explained = explain(exc)
+        if explained is not None:
+            code = _fail(explained[0], explained[1], exc)
+        elif os.environ.get("MEMKEEPER_DEBUG"):
             raise
-        code = _fail(
-            f"internal error ({type(exc).__name__}: {exc}); set MEMKEEPER_DEBUG=1 for a traceback",
-            EXIT_ERROR,
-            exc,
-        )
+        else:
+            code = _fail(
+                f"internal error ({type(exc).__name__}: {exc}); set MEMKEEPER_DEBUG=1 for a "
+                "traceback",
+                EXIT_ERROR,
+                exc,
+            )
     else:
         code = 0
     sys.stdout.flush()

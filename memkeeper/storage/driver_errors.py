@@ -1,0 +1,55 @@
+"""A database driver's error that reached the command line untranslated, in words.
+
+The storage layer turns the failures it expects into memkeeper's own errors, naming the
+database. Any other error of ``sqlite3`` or ``psycopg`` that escapes is worded here, so that
+only ``storage/`` knows the drivers (the import-linter contract "Only storage talks to a
+database driver") and the CLI still prints one line an operator can act on.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+
+from memkeeper.errors import EXIT_BUSY, EXIT_CANT_CREATE, EXIT_DATABASE
+
+_SQLITE_FULL = 13
+_SQLITE_READONLY = 8
+
+
+def _sqlite(exc: sqlite3.DatabaseError) -> tuple[str, int]:
+    primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    text = str(exc).lower()
+    if primary == _SQLITE_FULL or "disk is full" in text:
+        return f"the disk is full (SQLite: {exc}); free some space and run the command again", (
+            EXIT_CANT_CREATE
+        )
+    if primary == _SQLITE_READONLY or "readonly database" in text:
+        return (
+            f"the database is read-only for this user ({exc}): a permission problem; make it "
+            "writable, or run memkeeper as the user that owns it",
+            EXIT_CANT_CREATE,
+        )
+    return f"database error: {exc}", EXIT_DATABASE
+
+
+def explain(exc: BaseException) -> tuple[str, int] | None:
+    """One line and the exit code for a driver's error; None when ``exc`` is not one."""
+    if isinstance(exc, sqlite3.DatabaseError):
+        return _sqlite(exc)
+    psycopg = sys.modules.get("psycopg")  # loaded only when a PostgreSQL store was opened
+    if psycopg is not None and isinstance(exc, psycopg.Error):
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if isinstance(exc, psycopg.OperationalError):
+            return f"PostgreSQL: {first}; try again when the server answers", EXIT_BUSY
+        return f"database error (PostgreSQL): {first}", EXIT_DATABASE
+    return None
+
+
+def is_operational(exc: BaseException) -> bool:
+    """Whether ``exc`` is a driver's operational failure (a full disk, an I/O error, a lost
+    server): something an operator fixes, not a bug."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return True
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError)
