@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
+from memkeeper import MemoryStore
 from memkeeper.cli import main
 from memkeeper.cli.jobs_cmd import TerminalProgress
 from memkeeper.maintenance.jobkit import Job
 from memkeeper.maintenance.locks import daemon_lock, jobs_lock
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
@@ -147,7 +150,7 @@ def test_run_once_waits_for_the_job_lock_then_exits_75(cli, db_path: Path, tmp_p
     config = tmp_path / "config.toml"
     config.write_text("[service]\nlock_wait_seconds = 0.3\n")
     assert cli("note", "alice", "n")[0] == 0  # create the database
-    with jobs_lock(db_path).hold():
+    with MemoryStore(db_path) as other, jobs_lock(other.storage).hold():
         code, _out, err = cli("--config", str(config), "run-once")
     assert code == 75 and "job run lock" in err and "after waiting 0.3 s" in err
     assert cli("--config", str(config), "run-once")[0] == 0
@@ -197,7 +200,7 @@ def test_status_says_whether_the_service_runs(cli, db_path: Path) -> None:
     assert cli("note", "alice", "n")[0] == 0  # status reads an existing database
     _code, out, _ = cli("status")
     assert "service:   not running" in out
-    with daemon_lock(db_path).hold():
+    with MemoryStore(db_path) as other, daemon_lock(other.storage).hold():
         _code, out, _ = cli("status", "--json")
     assert json.loads(out)["service"] == {"running": True, "pid": os.getpid()}
 

@@ -21,6 +21,8 @@ from memkeeper.maintenance.runner import run_once
 from memkeeper.storage import transitions
 from memkeeper.storage.transitions import Transition, apply, cold_image
 
+pytestmark = pytest.mark.both_backends
+
 START = datetime(2026, 1, 1, 9, tzinfo=UTC)
 LATER = START + timedelta(days=400)
 

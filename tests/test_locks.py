@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from helpers.databases import is_postgres
 
 import memkeeper.maintenance.locks
 import memkeeper.service.scheduler
@@ -28,16 +29,34 @@ from memkeeper import MemoryStore
 from memkeeper.cli import main
 from memkeeper.config import Config
 from memkeeper.errors import EXIT_BUSY, LockBusy
-from memkeeper.maintenance.locks import daemon_lock, jobs_lock, lock_path, service_state
+from memkeeper.maintenance.locks import (
+    ProcessLock,
+    daemon_lock,
+    jobs_lock,
+    lock_path,
+    service_state,
+)
 from memkeeper.maintenance.runner import run_job
 from memkeeper.service.daemon import Daemon
 from memkeeper.service.scheduler import ServiceJobs
+from memkeeper.storage.postgres import job_locks
+from memkeeper.storage.postgres.storage import PostgresStorage
+
+pytestmark = pytest.mark.both_backends
+
+LOCK_MODULES = (memkeeper.maintenance.locks, job_locks)
+"""Where a lock's waits poll: the file locks' module and PostgreSQL's advisory locks'."""
 
 HOLDER = """
 import sys, time
 from pathlib import Path
 from memkeeper.maintenance.locks import daemon_lock, jobs_lock
-lock = {"daemon": daemon_lock, "jobs": jobs_lock}[sys.argv[2]](Path(sys.argv[1]))
+if sys.argv[1].startswith("postgresql://"):  # the lock of a PostgreSQL memory: its storage's
+    from memkeeper.storage.postgres.storage import PostgresStorage
+    where = PostgresStorage(sys.argv[1])
+else:
+    where = Path(sys.argv[1])
+lock = {"daemon": daemon_lock, "jobs": jobs_lock}[sys.argv[2]](where)
 lock.acquire(0)
 print("held", flush=True)
 sys.stdin.readline()  # hold until the test says so (or the test ends and kills us)
@@ -53,7 +72,7 @@ WAIT = 30.0
 class Holder:
     """A child process holding the ``which`` lock of a database until :meth:`release`."""
 
-    def __init__(self, db: Path, which: str) -> None:
+    def __init__(self, db: Path | str, which: str) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-c", HOLDER, str(db), which],
             stdin=subprocess.PIPE,
@@ -85,7 +104,7 @@ class Holder:
 
 
 @contextmanager
-def lock_holder(db: Path, which: str) -> Iterator[Holder]:
+def lock_holder(db: Path | str, which: str) -> Iterator[Holder]:
     """A child process holding the ``which`` lock of ``db`` until released or killed."""
     holder = Holder(db, which)
     try:
@@ -126,11 +145,9 @@ def events(monkeypatch: pytest.MonkeyPatch) -> Events:
         recorded.add("refused")
         time.sleep(seconds)
 
-    monkeypatch.setattr(
-        memkeeper.maintenance.locks,
-        "time",
-        types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep),
-    )
+    clock = types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep)
+    for module in LOCK_MODULES:
+        monkeypatch.setattr(module, "time", clock)
     return recorded
 
 
@@ -159,7 +176,8 @@ class VirtualClock:
 @pytest.fixture
 def lock_clock(monkeypatch: pytest.MonkeyPatch, events: Events) -> VirtualClock:
     clock = VirtualClock(events)
-    monkeypatch.setattr(memkeeper.maintenance.locks, "time", clock)
+    for module in LOCK_MODULES:
+        monkeypatch.setattr(module, "time", clock)
     return clock
 
 
@@ -190,10 +208,21 @@ def release_after_first_refusal(holder: Holder, events: Events) -> threading.Thr
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "memory.db"
-    MemoryStore(path).close()
-    return path
+def db(db_path: Path | str) -> Path | str:
+    """The memory whose locks the tests take: a file, or the PostgreSQL test database."""
+    MemoryStore(db_path).close()
+    return db_path
+
+
+@pytest.fixture
+def where(db: Path | str) -> Iterator[Path | PostgresStorage]:
+    """What the lock functions take for ``db``: the file's path, or the PostgreSQL storage."""
+    if not is_postgres(db):
+        yield Path(db)
+        return
+    storage = PostgresStorage(str(db))
+    yield storage
+    storage.close()
 
 
 @pytest.fixture
@@ -206,7 +235,7 @@ def config_file(tmp_path: Path) -> Path:
     return path
 
 
-def cli(db: Path, config: Path, *args: str) -> int:
+def cli(db: Path | str, config: Path, *args: str) -> int:
     return main(["--db", str(db), "--config", str(config), *args])
 
 
@@ -214,7 +243,7 @@ def cli(db: Path, config: Path, *args: str) -> int:
 
 
 def test_a_second_service_is_refused_at_once(
-    db: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+    db: Path | str, config_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with lock_holder(db, "daemon") as first:
         code = cli(db, config_file, "run")
@@ -228,44 +257,69 @@ def test_a_second_service_is_refused_at_once(
     assert str(db) in err
 
 
-def test_second_service_refused_by_the_library_too(db: Path) -> None:
+def test_second_service_refused_by_the_library_too(db: Path | str) -> None:
     with lock_holder(db, "daemon"), pytest.raises(LockBusy, match="already running"):
         Daemon(db=db, config=Config(), config_path=None, handle_signals=False).run()
 
 
-def test_service_state_reports_the_holder(db: Path) -> None:
-    assert service_state(db) == {"running": False, "pid": None}  # no lock file yet
+def test_service_state_reports_the_holder(db: Path | str, where: Path | PostgresStorage) -> None:
+    assert service_state(where) == {"running": False, "pid": None}  # no lock file yet
     with lock_holder(db, "daemon") as holder:
-        assert service_state(db) == {"running": True, "pid": holder.pid}
-    assert service_state(db) == {"running": False, "pid": None}
+        assert service_state(where) == {"running": True, "pid": holder.pid}
+    assert service_state(where) == {"running": False, "pid": None}
 
 
 # -- stale locks --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("which", ["daemon", "jobs"])
-def test_a_lock_left_by_a_killed_process_is_taken_over(db: Path, which: str) -> None:
+def test_a_lock_left_by_a_killed_process_is_taken_over(
+    db: Path | str, where: Path | PostgresStorage, which: str
+) -> None:
     make = daemon_lock if which == "daemon" else jobs_lock
+    on_file = not is_postgres(db)
     with lock_holder(db, which) as holder:
         with pytest.raises(LockBusy, match=f"held by pid {holder.pid}"):
-            make(db).acquire(0)
+            make(where).acquire(0)
         holder.process.send_signal(signal.SIGKILL)
         holder.process.wait(timeout=10)
         # The file still names the dead holder; the kernel dropped its flock all the same.
-        assert lock_path(db, which).read_text().strip() == str(holder.pid)
-        lock = make(db)
-        lock.acquire(0)
+        # (PostgreSQL drops a session's advisory locks when its connection goes.)
+        if on_file:
+            assert lock_path(db, which).read_text().strip() == str(holder.pid)
+        lock = make(where)
+        if on_file:
+            lock.acquire(0)
+        else:
+            _acquire_once_the_server_noticed(lock)
         try:
-            assert lock_path(db, which).read_text().strip() != str(holder.pid)
+            if on_file:
+                assert lock_path(db, which).read_text().strip() != str(holder.pid)
+            assert lock.held
         finally:
             lock.release()
+
+
+def _acquire_once_the_server_noticed(lock: ProcessLock) -> None:
+    """Take a lock whose holder was just killed. The kernel drops a flock at once; the
+    server ends a killed client's session when it reads the closed socket, a moment later,
+    so this retries (bounded; a lock that stays taken fails the test)."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            lock.acquire(0)
+            return
+        except LockBusy:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 # -- run-once and the job lock ---------------------------------------------------------------
 
 
 def test_run_once_waits_for_the_lock_then_gives_up(
-    db: Path, config_file: Path, capsys: pytest.CaptureFixture[str], lock_clock: VirtualClock
+    db: Path | str, config_file: Path, capsys: pytest.CaptureFixture[str], lock_clock: VirtualClock
 ) -> None:
     with lock_holder(db, "jobs") as holder:
         code = cli(db, config_file, "run-once")
@@ -282,7 +336,7 @@ def test_run_once_waits_for_the_lock_then_gives_up(
 
 
 def test_run_once_waits_for_a_running_job_then_runs(
-    db: Path, config_file: Path, tmp_path: Path, events: Events
+    db: Path | str, config_file: Path, tmp_path: Path, events: Events
 ) -> None:
     patient = tmp_path / "patient.toml"
     patient.write_text(
@@ -301,7 +355,7 @@ def test_run_once_waits_for_a_running_job_then_runs(
 
 
 def test_run_once_just_runs_while_the_service_is_idle(
-    db: Path, config_file: Path, events: Events
+    db: Path | str, config_file: Path, events: Events
 ) -> None:
     """The service holds only its instance lock between jobs; the job lock is free."""
     with lock_holder(db, "daemon") as service:
@@ -311,7 +365,9 @@ def test_run_once_just_runs_while_the_service_is_idle(
     assert events.log == []  # the job lock was taken at the first try: no wait at all
 
 
-def test_run_job_raises_lock_busy_and_records_nothing(db: Path, lock_clock: VirtualClock) -> None:
+def test_run_job_raises_lock_busy_and_records_nothing(
+    db: Path | str, lock_clock: VirtualClock
+) -> None:
     with MemoryStore(db) as store, lock_holder(db, "jobs") as holder:
         with pytest.raises(LockBusy, match=r"after waiting 0\.3 s"):
             run_job(store, "expire", now=store.now(), lock_wait_seconds=0.3)
@@ -330,7 +386,7 @@ def quick_service_polls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("quick_service_polls")
-def test_service_job_waits_for_a_run_once_then_runs(db: Path) -> None:
+def test_service_job_waits_for_a_run_once_then_runs(db: Path | str) -> None:
     events = Events()
     with MemoryStore(db) as store, lock_holder(db, "jobs") as holder:
         jobs = ServiceJobs(store, RecordingStop(events))
@@ -345,7 +401,7 @@ def test_service_job_waits_for_a_run_once_then_runs(db: Path) -> None:
 
 
 @pytest.mark.usefixtures("quick_service_polls")
-def test_service_job_waiting_for_the_lock_stops_promptly(db: Path) -> None:
+def test_service_job_waiting_for_the_lock_stops_promptly(db: Path | str) -> None:
     events = Events()
     with MemoryStore(db) as store, lock_holder(db, "jobs") as holder:
         stop = RecordingStop(events)

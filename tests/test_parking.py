@@ -24,7 +24,10 @@ from memkeeper.maintenance.runner import JobResult, run_once
 from memkeeper.store.parking import SessionRef, consecutive_failures
 from memkeeper.summarize.parking import is_parked, parked
 
-pytestmark = pytest.mark.usefixtures("api_key")  # the fake's key, never a real one
+pytestmark = [
+    pytest.mark.usefixtures("api_key"),
+    pytest.mark.both_backends,
+]  # the fake's key, never a real one
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 2, 3, 0, tzinfo=UTC)

@@ -9,10 +9,8 @@ changed at all where a session failed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,7 +38,10 @@ from memkeeper.maintenance.runner import JobResult, run_job, run_once
 from memkeeper.records import Memory
 from memkeeper.summarize.prompt import prompt_tokens
 
-pytestmark = pytest.mark.usefixtures("api_key")  # the fake's key, never a real one
+pytestmark = [
+    pytest.mark.usefixtures("api_key"),
+    pytest.mark.both_backends,
+]  # the fake's key, never a real one
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
@@ -471,9 +472,10 @@ def test_a_session_changed_meanwhile_is_left_alone(
     add_session(store, "s1", 21, start=T0)
 
     def someone_else_summarizes(request: Recorded) -> Reply:
-        with contextlib.closing(sqlite3.connect(db_path, timeout=5)) as other:
-            other.execute("UPDATE messages SET summarized_at = ? WHERE id = 1", [to_db(NOW)])
-            other.commit()
+        with MemoryStore(db_path) as other:  # another connection, on either backend
+            other.storage.hot.execute(
+                "UPDATE messages SET summarized_at = ? WHERE id = 1", [to_db(NOW)]
+            )
         return default_summary(request)
 
     fake.responder = someone_else_summarizes

@@ -238,7 +238,7 @@ def status_data(app: App) -> dict[str, Any]:
     now = store.now()
     data["now"] = now.isoformat()
     data["jobs"] = job_schedule_status(store.config, data["last_runs"], now)
-    data["service"] = service_state(store.path)
+    data["service"] = service_state(store.storage)
     data["last_runs"] = {job: run.to_dict() for job, run in data["last_runs"].items()}
     from memkeeper.cli.summarize_cmd import parked_list
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import time
 import zlib
@@ -42,6 +43,10 @@ _HOLDER = (
     " AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database"
     " WHERE datname = current_database()) LIMIT 1"
 )
+
+
+_LABEL = re.compile(re.escape(APPLICATION_NAME) + r" pid (\d+) on (.*)")
+"""The ``application_name`` a lock's session carries (its holder, for messages)."""
 
 
 def lock_key(schema: str, name: str) -> int:
@@ -87,16 +92,25 @@ class AdvisoryLock:
         row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self.key)).fetchone()
         return bool(row and row[0])
 
+    def _holder_row(self, conn: psycopg.Connection) -> tuple[int, int | None, str] | None:
+        """(server pid, holder's pid, holder's host) of the session holding the lock."""
+        row = conn.execute(_HOLDER, (_as_oid(LOCK_CLASS), _as_oid(self.key))).fetchone()
+        if row is None:
+            return None
+        found = _LABEL.fullmatch(row[1] or "")
+        return (row[0], int(found[1]), found[2]) if found else (row[0], None, "")
+
     def _holder(self, conn: psycopg.Connection) -> str:
         try:
-            row = conn.execute(_HOLDER, (_as_oid(LOCK_CLASS), _as_oid(self.key))).fetchone()
+            row = self._holder_row(conn)
         except psycopg.Error:
             return "another process"
         if row is None:
             return "another process"
-        name = row[1] or ""
-        who = name[len(APPLICATION_NAME) :].strip() if name.startswith(APPLICATION_NAME) else ""
-        return f"{who} (server pid {row[0]})" if who else f"server pid {row[0]}"
+        server_pid, pid, host = row
+        if pid is None:
+            return f"server pid {server_pid}"
+        return f"pid {pid} on {host} (server pid {server_pid})"
 
     def acquire(self, wait_seconds: float = 0.0) -> None:
         """Take the lock, waiting up to ``wait_seconds``; raise LockBusy if it stays taken."""
@@ -104,8 +118,8 @@ class AdvisoryLock:
             raise RuntimeError(f"{self.purpose} lock is already held by this object")
         conn = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
         try:
-            label = f"{APPLICATION_NAME} pid {os.getpid()} on {socket.gethostname()}"
-            conn.execute("SELECT set_config('application_name', %s, false)", (label[:63],))
+            label = f"{APPLICATION_NAME} pid {os.getpid()} on {socket.gethostname()}"[:63]
+            conn.execute("SELECT set_config('application_name', %s, false)", (label,))
             deadline = time.monotonic() + max(wait_seconds, 0.0)
             while not self._try(conn):
                 if time.monotonic() >= deadline:
@@ -139,7 +153,8 @@ class AdvisoryLock:
             self.release()
 
     def holder_state(self) -> dict[str, object]:
-        """Whether a session holds the lock now (for ``status``), without taking it."""
+        """Whether a session holds the lock now, and the holding process's pid (``status``),
+        without taking it."""
         with connect(self.url, connect_timeout=self.connect_timeout, autocommit=True) as conn:
-            row = conn.execute(_HOLDER, (_as_oid(LOCK_CLASS), _as_oid(self.key))).fetchone()
-        return {"running": row is not None, "pid": None, "server_pid": row[0] if row else None}
+            row = self._holder_row(conn)
+        return {"running": row is not None, "pid": row[1] if row else None}
