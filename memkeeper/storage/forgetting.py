@@ -14,6 +14,10 @@ its write-ahead log, including stale copies in the unused space of live pages.
 
 Forgetting something that is not there changes nothing: no change-log row, no tombstone.
 
+On PostgreSQL (:mod:`memkeeper.storage.postgres.forgetting`) the same rows
+(:func:`remove_rows`) go in one transaction, then the tables are vacuumed; the byte scrub,
+``pending_scrubs`` and its lock files below are SQLite's.
+
 Retryable until no byte remains. The steps are: cold rows deleted (cold commit); hot rows,
 change-log rows, tombstone and a ``pending_scrubs`` row (hot commit); scrub; the
 ``pending_scrubs`` row removed. A crash after the cold commit leaves the entry's change-log
