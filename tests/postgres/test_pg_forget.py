@@ -23,7 +23,7 @@ from test_forget import NEEDLE, SECRET, bystanders, spread_everywhere
 
 from memkeeper import MemoryStore
 from memkeeper.cli import main
-from memkeeper.storage.postgres.forgetting import ENTRY_TABLES, vacuum
+from memkeeper.storage.postgres.forgetting import ENTRY_TABLES
 
 PASSWORD = "hunter2-pw"
 
@@ -84,17 +84,62 @@ def test_forgetting_nothing_vacuums_nothing(store: MemoryStore, db_path: str) ->
     assert vacuum_counts(db_path) == before
 
 
-def test_a_vacuum_that_cannot_run_is_a_warning_and_the_erasure_stands(
+def test_a_forget_inside_a_callers_transaction_is_not_vacuumed_before_its_commit(
     store: MemoryStore, db_path: str
 ) -> None:
-    """VACUUM cannot run inside a transaction: the committed erasure is not undone."""
+    """VACUUM cannot reclaim deletes not yet committed: it is left (a warning), the
+    erasure commits with the caller's transaction."""
     entry = store.remember("alice", "city", SECRET)
+    before = vacuum_counts(db_path)
     hot = store.storage.hot
     with capture_logs() as logs, store.storage.lock, hot.atomic():
-        assert vacuum(hot, list(ENTRY_TABLES)) is False
+        assert store.forget_memory(entry.id) == 1
     assert any("not vacuumed" in line.get("event", "") for line in logs)
-    assert store.forget_memory(entry.id) == 1
+    assert vacuum_counts(db_path) == before
     assert places_holding(db_path, NEEDLE) == []
+
+
+def test_a_table_locked_past_the_timeout_is_left_and_the_others_are_vacuumed(
+    store: MemoryStore, db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from memkeeper.storage.postgres import forgetting
+
+    monkeypatch.setattr(forgetting, "LOCK_TIMEOUT", "200ms")
+    store.remember("alice", "city", SECRET)
+    before = vacuum_counts(db_path)
+    with psycopg.connect(db_path) as other:  # an index build, say: VACUUM's own lock level
+        other.execute("LOCK TABLE memkeeper.memories IN SHARE UPDATE EXCLUSIVE MODE")
+        with capture_logs() as logs:
+            assert store.forget("alice", "city") == 1
+        other.rollback()
+    warning = next(line for line in logs if "stayed locked" in line.get("event", ""))
+    assert warning["tables"] == ["memories"]
+    after = vacuum_counts(db_path)
+    assert after["memories"] == before.get("memories", 0)
+    assert after["changes"] == before.get("changes", 0) + 1
+    assert places_holding(db_path, NEEDLE) == []  # the rows are gone: only VACUUM waits
+
+
+def test_an_erasure_commits_durably_whatever_database_synchronous_says(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memkeeper.storage import transitions
+
+    store.remember("alice", "city", SECRET)
+    raw = store.storage.hot.raw
+    raw.execute("SET synchronous_commit = off")  # database.synchronous = "normal"
+    seen = []
+
+    def look(step: str) -> None:
+        if step == "forget-hot-written":
+            seen.append(raw.execute("SHOW synchronous_commit").fetchone()[0])
+
+    monkeypatch.setattr(transitions, "step_hook", look)
+    assert store.forget("alice", "city") == 1
+    assert seen == ["on"]
+    assert raw.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # LOCAL: this one
 
 
 def test_status_shows_server_schema_and_tables_never_the_password(

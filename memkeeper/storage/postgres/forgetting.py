@@ -11,8 +11,11 @@ files. What memkeeper can do is ask the server to reclaim the deleted row versio
 away: after the commit, ``VACUUM (INDEX_CLEANUP ON)`` of each table the erasure deleted from
 (its TOAST table included). ``INDEX_CLEANUP ON`` because since PostgreSQL 14 a VACUUM may skip
 the indexes when few rows died, and the indexes (key, keyword trigrams and words) hold
-what was erased too. VACUUM cannot run inside a transaction: it runs on the store's
-connection, which is in autocommit, once the erasure committed.
+what was erased too. VACUUM cannot run inside a transaction: it runs once the erasure
+committed, on a connection of its own in autocommit (the store's connection and lock stay
+free for this process's agents; VACUUM itself blocks no reader or writer). The erasure's
+commit waits for its WAL flush whatever ``database.synchronous`` says: a crash must not
+bring back what the user was told is gone.
 
 What VACUUM cannot promise (the README's "Erasure on PostgreSQL" says what an operator does):
 a row version still visible to another open transaction is kept until that transaction
@@ -31,7 +34,9 @@ import psycopg
 from psycopg import sql
 
 from memkeeper import logs
+from memkeeper.errors import MemkeeperError
 from memkeeper.storage import transitions
+from memkeeper.storage.postgres.pool import DEFAULT_CONNECT_TIMEOUT, connect
 
 if TYPE_CHECKING:
     from memkeeper.storage.files import Storage
@@ -42,6 +47,8 @@ log = logs.get_logger(__name__)
 
 # The tables every erasure deletes from (besides an owner's messages and episodes).
 ENTRY_TABLES = ("memories", "cold_memories", "changes", "uses", "vectors")
+# How long each table's VACUUM waits for its lock before it is left to autovacuum.
+LOCK_TIMEOUT = "10s"
 
 
 def erase(
@@ -53,36 +60,64 @@ def erase(
     hot: PostgresDatabase = storage.hot  # type: ignore[assignment]
     with storage.lock:
         with hot.write_transaction():
+            # Acknowledged means on disk, whatever database.synchronous says: a crash must
+            # not bring back what the user was told is gone.
+            hot.raw.execute("SET LOCAL synchronous_commit = on")
             removed = remove_rows(storage, selection, actor=actor, now=now, reason=reason)
             transitions.step_hook("forget-hot-written")
         transitions.step_hook("forget-hot-committed")
-        if removed.anything:
-            owner_tables = [t for t in ("messages", "episodes") if removed.counts.get(t)]
-            vacuum(hot, [*ENTRY_TABLES, *owner_tables])
+        in_transaction = hot.conn.in_transaction
+    if removed.anything:
+        owner_tables = [t for t in ("messages", "episodes") if removed.counts.get(t)]
+        vacuum(storage, [*ENTRY_TABLES, *owner_tables], in_transaction=in_transaction)
     return removed.counts
 
 
-def vacuum(db: PostgresDatabase, tables: list[str]) -> bool:
-    """``VACUUM (INDEX_CLEANUP ON)`` of ``tables`` of the store's schema, outside any
-    transaction. True if it ran; a failure is a warning (see the module docstring)."""
-    if db.conn.in_transaction:
+def vacuum(storage: Storage, tables: list[str], *, in_transaction: bool = False) -> list[str]:
+    """``VACUUM (INDEX_CLEANUP ON)`` of each of ``tables`` of the store's schema, on a
+    connection of its own in autocommit: the store's connection and lock stay free for this
+    process's agents meanwhile (about a second at a million entries: the indexes' scan).
+
+    Each table waits at most :data:`LOCK_TIMEOUT` for its lock (an autovacuum gives way at
+    once; a long index build would not): a table left is a warning, the others are still
+    vacuumed. Nothing runs when the erasure ran inside a caller's transaction
+    (``in_transaction``): its deletes are not committed yet. Returns the tables vacuumed.
+    """
+    if in_transaction:
         log.warning(
             "erased rows not vacuumed: the erasure ran inside a caller's transaction; "
             "autovacuum will reclaim them",
             tables=tables,
         )
-        return False
-    statement = sql.SQL("VACUUM (INDEX_CLEANUP ON) {}").format(
-        sql.SQL(", ").join(sql.Identifier(db.schema, t) for t in tables)
-    )
+        return []
+    schema = storage.hot.schema  # type: ignore[attr-defined]
+    timeout = getattr(storage, "connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+    done: list[str] = []
     try:
-        db.raw.execute(statement)
-    except psycopg.Error as exc:
+        with connect(storage.url, connect_timeout=timeout, autocommit=True) as conn:  # type: ignore[attr-defined]
+            conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+            for table in tables:
+                try:
+                    conn.execute(
+                        sql.SQL("VACUUM (INDEX_CLEANUP ON) {}").format(
+                            sql.Identifier(schema, table)
+                        )
+                    )
+                    done.append(table)
+                except psycopg.errors.LockNotAvailable:
+                    continue
+    except (psycopg.Error, MemkeeperError) as exc:
         log.warning(
             "erased rows not vacuumed yet; autovacuum will reclaim them",
-            tables=tables,
+            tables=[t for t in tables if t not in done],
             error=type(exc).__name__,
         )
-        return False
+        return done
+    if len(done) < len(tables):
+        log.warning(
+            f"erased rows not vacuumed yet: a table stayed locked past {LOCK_TIMEOUT}; "
+            "autovacuum will reclaim them",
+            tables=[t for t in tables if t not in done],
+        )
     transitions.step_hook("forget-vacuumed")
-    return True
+    return done
