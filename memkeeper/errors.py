@@ -123,6 +123,13 @@ class JobFailed(MemkeeperError):
     exit_code = EXIT_JOB_FAILED
 
 
+class NotOnThisBackend(MemkeeperError):
+    """A command that does not apply to the database chosen (``backup`` on PostgreSQL):
+    the message names what to use instead."""
+
+    exit_code = EXIT_USAGE
+
+
 class UnknownJob(InvalidInput):
     """A job name that is not registered."""
 

@@ -253,6 +253,7 @@ def test_undo_of_the_run_takes_the_extraction_back_too(
     assert [m for m in store.list_memories("u1") if m.value == "Word"] == []
 
 
+@pytest.mark.both_backends  # tombstones on PostgreSQL too (issue 22, Erasure)
 def test_a_forgotten_key_comes_back_only_from_words_said_after_the_forget(
     make_store: StoreFactory, fake: FakeLLM
 ) -> None:

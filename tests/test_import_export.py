@@ -355,6 +355,7 @@ def test_export_command_to_stdout_and_to_a_file(
     assert "cannot write" in capsys.readouterr().err
 
 
+@pytest.mark.both_backends  # tombstones on PostgreSQL too (issue 22, Erasure)
 def test_an_old_export_or_agent_file_brings_nothing_forgotten_back(
     store: MemoryStore, agent_file: Path, tmp_path: Path, frozen
 ) -> None:

@@ -658,20 +658,63 @@ def test_status_counts_files_and_runs(store: MemoryStore, frozen) -> None:
     assert status["messages"] == {"total": 2, "unsummarized": 2}
     assert status["episodes"] == 1
     assert status["files"]["hot"]["path"] == str(store.path)
-    assert status["files"]["hot"]["bytes"]["db"] == Path(store.path).stat().st_size
-    assert status["files"]["cold"]["path"] == str(store.cold_path)
-    assert status["files"]["cold"]["bytes"]["db"] > 0
+    tables = status["files"]["hot"]["tables"]
+    if is_postgres(store.path):  # one database: cold storage is one of its tables
+        assert set(status["files"]) == {"hot"}
+        assert tables["memories"]["rows"] == 3 and tables["cold_memories"]["rows"] == 1
+        assert tables["messages"]["rows"] == 2 and tables["episodes"]["rows"] == 1
+        sizes = [table["bytes"] for table in tables.values()]
+        assert status["files"]["hot"]["bytes"]["db"] == sum(sizes) and min(sizes) > 0
+    else:
+        assert "database" not in status
+        assert status["files"]["hot"]["bytes"]["db"] == Path(store.path).stat().st_size
+        assert status["files"]["cold"]["path"] == str(store.cold_path)
+        assert status["files"]["cold"]["bytes"]["db"] > 0
+    assert tables["changes"]["rows"] == len(change_rows(store.path))
     assert set(status["last_runs"]) == {"settle"}
     run = status["last_runs"]["settle"]
     assert (run.status, run.started_at, run.dry_run) == ("ok", T0 + (grey + 2) * DAY, False)
 
 
+@pytest.mark.sqlite_only  # the second file; PostgreSQL: test_status_on_postgresql_*
 def test_status_of_a_fresh_database_has_no_cold_file(store: MemoryStore) -> None:
     status = store.status()
     assert status["files"]["cold"]["bytes"] == {"db": None, "wal": None}
     assert status["messages"] == {"total": 0, "unsummarized": 0}
     assert status["last_runs"] == {}
     assert not store.cold_path.exists()
+
+
+def test_status_on_postgresql_names_server_schema_and_tables_never_the_password(
+    db_path: Path | str,
+) -> None:
+    """On PostgreSQL ``status`` shows the server's version, memkeeper's schema and its
+    version and every table's size, instead of SQLite's pages (and on SQLite no such part)."""
+    if not is_postgres(db_path):
+        with MemoryStore(db_path) as store:
+            status = store.status()
+        assert "database" not in status and status["files"]["hot"]["pages"]["page_size"] > 0
+        return
+    from memkeeper.storage.postgres.ddl import TABLES
+    from memkeeper.storage.postgres.schema import KNOWN_STEPS
+
+    # The test server trusts its superuser: a password in the URL is accepted, unused.
+    url = str(db_path).replace("postgres:@", "postgres:hunter2-pw@", 1)
+    assert "hunter2-pw" in url
+    with MemoryStore(url) as store:
+        store.remember("alice", "city", "Beijing")
+        status = store.status()
+        version = store.storage.hot.raw.info.server_version
+    database = status["database"]
+    assert database["server_version"].split(".")[0] == str(version // 10000)
+    assert (database["schema"], database["schema_version"]) == ("memkeeper", KNOWN_STEPS[-1])
+    assert database["schema_current"] is True
+    assert set(database["extensions"]) == {"vector", "pg_trgm"}
+    assert set(status["files"]["hot"]["tables"]) == set(TABLES)
+    assert status["files"]["hot"]["tables"]["memories"]["rows"] == 1
+    assert status["files"]["hot"]["pages"] is None
+    assert "hunter2-pw" not in repr(status) and "***" in database["url"]
+    assert database["url"] == status["files"]["hot"]["path"]
 
 
 # -- plumbing -------------------------------------------------------------------------------

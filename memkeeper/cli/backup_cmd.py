@@ -26,6 +26,17 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun if number == 1 else plural}"
 
 
+def _refuse_on_postgres(app: App, command: str) -> None:
+    """``backup`` and ``restore-backup`` copy SQLite files: on PostgreSQL, exit 2 naming
+    pg_dump / pg_restore (:mod:`memkeeper.storage.postgres.backups`), before connecting."""
+    target = settings.database_url(app.db, app.config)
+    if target is not None:
+        from memkeeper.storage.postgres.backups import refuse
+        from memkeeper.storage.postgres.url import parse_url
+
+        raise refuse(command, str(parse_url(target[0])))
+
+
 def _files_line(manifest: dict[str, Any]) -> str:
     files = manifest["files"]
     total = sum(entry["bytes"] for entry in files.values())
@@ -60,7 +71,10 @@ def backup_command(
     described in DEST_DIR/manifest.json. DEST_DIR must be new, empty, or an earlier backup
     (which is replaced). A forget does not reach existing backups: run this again with
     --prune-forgotten on each backup you keep.
+
+    Not on PostgreSQL (exit 2): use pg_dump of memkeeper's schema there.
     """
+    _refuse_on_postgres(app, "backup --prune-forgotten" if prune_forgotten else "backup")
     store = app.store(create=False)
     if prune_forgotten:
         app.check_now(yes=yes)
@@ -103,7 +117,10 @@ def restore_backup_command(app: App, src_dir: Path, yes: bool, as_json: bool) ->
     (integrity, application ids, schema no newer than this memkeeper, row counts), erasures
     recorded since it was taken are applied to it, and the replaced files are kept beside
     the new ones as <name>.replaced-<UTC time>.
+
+    Not on PostgreSQL (exit 2): use pg_restore of a pg_dump there.
     """
+    _refuse_on_postgres(app, "restore-backup")
     app.check_now(yes=yes)
     hot, cold, _source = settings.database_paths(app.db, app.config)
     from memkeeper.maintenance.backup_restore import restore

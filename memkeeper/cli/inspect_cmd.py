@@ -232,6 +232,17 @@ def _file_summary(file: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _server_summary(database: dict[str, Any], files: dict[str, Any]) -> str:
+    """``PostgreSQL 18.3, schema memkeeper at 0001_initial, 1.2 MiB``: the server at a glance."""
+    version = database["schema_version"] or "none"
+    if not database["schema_current"]:
+        version += " (not current)"
+    size = _human_size(files["hot"]["bytes"]["db"])
+    return (
+        f"PostgreSQL {database['server_version']}, schema {database['schema']} at {version}, {size}"
+    )
+
+
 def status_data(app: App) -> dict[str, Any]:
     store = app.store(create=False)
     data = store.status()
@@ -265,8 +276,13 @@ def status(app: App, as_json: bool) -> None:
     files = data["files"]
     # One column width for every table name (the keyword index's are the longest).
     width = max([15, *(len(name) for f in files.values() for name in f["tables"])])
-    for label, file in (("database:", files["hot"]), ("cold:", files["cold"])):
-        click.echo(f"{label:<10} {shown(file['path'], None)} ({_file_summary(file)})")
+    shown_files = [("database:", files["hot"], _file_summary(files["hot"]))]
+    if "database" in data:  # PostgreSQL: one database, cold storage among its tables
+        shown_files[0] = ("database:", files["hot"], _server_summary(data["database"], files))
+    else:
+        shown_files.append(("cold:", files["cold"], _file_summary(files["cold"])))
+    for label, file, summary in shown_files:
+        click.echo(f"{label:<10} {shown(file['path'], None)} ({summary})")
         for name, table in file["tables"].items():
             size = "" if table["bytes"] is None else _human_size(table["bytes"])
             rows = "row " if table["rows"] == 1 else "rows"

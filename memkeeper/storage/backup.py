@@ -239,6 +239,10 @@ def _live_corrupt(storage: Storage) -> DatabaseError | None:
 def take(storage: Storage, dest: Path, *, now: datetime, version: str) -> dict[str, Any]:
     """Back up both files of ``storage`` into ``dest``; returns the manifest plus
     ``writers_blocked_ms`` (how long the hot write lock was held)."""
+    if storage.hot.dialect == "postgres":
+        from memkeeper.storage.postgres.backups import refuse
+
+        raise refuse("backup", str(storage.hot_path))
     dest = Path(dest)
     prepare_directory(dest, storage)
     partial = {role: dest / f"{name}{PARTIAL}" for role, (name, _) in FILES.items()}

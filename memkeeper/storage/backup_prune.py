@@ -130,6 +130,10 @@ def apply_tombstones(
 def prune(live: Storage, directory: Path, *, now: datetime, version: str) -> dict[str, Any]:
     """Apply ``live``'s tombstones to the backup in ``directory``; returns the new manifest
     with the counts applied under ``pruned``."""
+    if live.hot.dialect == "postgres":
+        from memkeeper.storage.postgres.backups import refuse
+
+        raise refuse("backup --prune-forgotten", str(live.hot_path))
     directory = Path(directory)
     manifest = verify(directory)
     clear_leftovers(directory)  # a killed prune's copies and journals: never reuse them

@@ -14,6 +14,10 @@ its write-ahead log, including stale copies in the unused space of live pages.
 
 Forgetting something that is not there changes nothing: no change-log row, no tombstone.
 
+On PostgreSQL (:mod:`memkeeper.storage.postgres.forgetting`) the same rows
+(:func:`remove_rows`) go in one transaction, then the tables are vacuumed; the byte scrub,
+``pending_scrubs`` and its lock files below are SQLite's.
+
 Retryable until no byte remains. The steps are: cold rows deleted (cold commit); hot rows,
 change-log rows, tombstone and a ``pending_scrubs`` row (hot commit); scrub; the
 ``pending_scrubs`` row removed. A crash after the cold commit leaves the entry's change-log
@@ -45,6 +49,11 @@ from memkeeper.storage.uses import delete_uses
 from memkeeper.storage.vectors import delete_vectors
 
 _TEXT_FIELDS = ("key", "value", "source")
+# Tables of an owner's that a whole-user or whole-namespace erasure empties, with their texts.
+OWNER_TABLES = (
+    ("messages", ("content",)),
+    ("episodes", ("task_name", "input_summary", "output_summary", "user_feedback")),
+)
 
 
 @dataclass(frozen=True)
@@ -140,22 +149,118 @@ def erase(
     With a whole-user or whole-namespace selection, also the owner's messages and episodes.
     Returns counts of what was erased (all zero when nothing was there).
     """
-    where, params = selection.memory_where()
+    if storage.hot.dialect == "postgres":
+        from memkeeper.storage.postgres.forgetting import erase as erase_on_server
+
+        return erase_on_server(storage, selection, actor=actor, now=now, reason=reason)
     held: dict[int, int | None] = {}  # pending_scrubs rows this call owns, with their locks
     with storage.lock:
         try:
-            return _erase(
-                storage, selection, where, params, held, actor=actor, now=now, reason=reason
-            )
+            return _erase(storage, selection, held, actor=actor, now=now, reason=reason)
         finally:
             scrub_owners.release(storage.hot_path, held)
+
+
+@dataclass
+class Removed:
+    """What :func:`remove_rows` deleted: counts, the erased texts (for the scrub) and ids."""
+
+    counts: dict[str, int]
+    texts: list[str]
+    ids: list[str]
+
+    @property
+    def anything(self) -> bool:
+        return any(self.counts.values())
+
+
+def remove_rows(
+    storage: Storage, selection: Selection, *, actor: str, now: datetime, reason: str
+) -> Removed:
+    """Delete what ``selection`` names, everywhere, and log it; inside the caller's write
+    transaction on the hot database (one of both backends' erasures).
+
+    Cold rows (their own commit when cold storage is another file), hot rows, change-log
+    rows, uses, vectors, and for a whole user or namespace its messages and episodes; then,
+    if anything was there, the content-free ``forget`` row and the tombstones.
+    """
+    where, params = selection.memory_where()
+    hot = storage.hot
+    hot_rows = list(hot.query(f"SELECT * FROM memories WHERE {where}", params))
+    cold = storage.cold(create=False)
+    cold_rows = (
+        list(cold.query(f"SELECT * FROM cold_memories WHERE {where}", params))
+        if cold is not None
+        else []
+    )
+    change_sql, change_params = selection.change_where()
+    orphans = list(
+        hot.query(
+            f"SELECT id, memory_id, user_id, namespace, before, after FROM changes"
+            f" WHERE {change_sql}",
+            change_params,
+        )
+    )
+    all_ids = sorted(
+        {r["id"] for r in hot_rows}
+        | {r["id"] for r in cold_rows}
+        | {r["memory_id"] for r in orphans if r["memory_id"]}
+    )
+    owner = (hot_rows or cold_rows or orphans or [{}])[0]
+    user_id = selection.user_id or owner.get("user_id")
+    namespace = selection.namespace if not selection.memory_id else owner.get("namespace")
+    texts = [row[f] for row in hot_rows + cold_rows for f in _TEXT_FIELDS]
+    texts += _texts_of_changes(orphans)
+    if cold is not None and cold_rows:
+        with immediate_transaction(cold):
+            delete_in(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows])
+        transitions.step_hook("forget-cold-committed")
+    conn = hot.conn
+    counts = {"memories": len(all_ids)}
+    delete_in(conn, "memories", "id", [r["id"] for r in hot_rows])
+    counts["changes"] = delete_in(conn, "changes", "memory_id", all_ids)
+    counts["changes"] += delete_in(conn, "changes", "id", [r["id"] for r in orphans])
+    delete_uses(hot, all_ids)  # ids and times only: not counted as erased content
+    delete_vectors(hot, all_ids)  # embeddings: no text, but derived from it
+    if selection.whole_user or selection.whole_namespace:
+        owner_sql, owner_params = selection.owner_where()
+        for table, columns in OWNER_TABLES:
+            rows = list(
+                hot.query(
+                    f"SELECT {', '.join(columns)} FROM {table} WHERE {owner_sql}",
+                    owner_params,
+                )
+            )
+            texts += [row[c] for row in rows for c in columns]
+            counts[table] = conn.execute(
+                f"DELETE FROM {table} WHERE {owner_sql}", owner_params
+            ).rowcount
+    removed = Removed(counts, texts, all_ids)
+    if removed.anything:
+        insert_changes(
+            hot,
+            [
+                change_row(
+                    at=to_db(now),
+                    actor=actor,
+                    action="forget",
+                    reason=reason,
+                    before=None,
+                    after=None,
+                    user_id=user_id,
+                    namespace=namespace,
+                    details={"memory_ids": all_ids, "erased": counts},
+                )
+            ],
+        )
+        for scope, parts in _tombstones(selection, hot_rows + cold_rows, orphans, all_ids):
+            record_tombstone(conn, scope, parts, now)
+    return removed
 
 
 def _erase(
     storage: Storage,
     selection: Selection,
-    where: str,
-    params: list[Any],
     held: dict[int, int | None],
     *,
     actor: str,
@@ -168,81 +273,10 @@ def _erase(
         pending = [row["id"] for row in hot.query("SELECT id FROM pending_scrubs")]
         held.update(scrub_owners.claim_abandoned(storage.hot_path, pending))
         interrupted = list(held)
-        hot_rows = list(hot.query(f"SELECT * FROM memories WHERE {where}", params))
-        cold = storage.cold(create=False)
-        cold_rows = (
-            list(cold.query(f"SELECT * FROM cold_memories WHERE {where}", params))
-            if cold is not None
-            else []
-        )
-        change_sql, change_params = selection.change_where()
-        orphans = list(
-            hot.query(
-                f"SELECT id, memory_id, user_id, namespace, before, after FROM changes"
-                f" WHERE {change_sql}",
-                change_params,
-            )
-        )
-        all_ids = sorted(
-            {r["id"] for r in hot_rows}
-            | {r["id"] for r in cold_rows}
-            | {r["memory_id"] for r in orphans if r["memory_id"]}
-        )
-        owner = (hot_rows or cold_rows or orphans or [{}])[0]
-        user_id = selection.user_id or owner.get("user_id")
-        namespace = selection.namespace if not selection.memory_id else owner.get("namespace")
-        texts = [row[f] for row in hot_rows + cold_rows for f in _TEXT_FIELDS]
-        texts += _texts_of_changes(orphans)
-        if cold is not None and cold_rows:
-            with immediate_transaction(cold):
-                delete_in(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows])
-            transitions.step_hook("forget-cold-committed")
+        removed = remove_rows(storage, selection, actor=actor, now=now, reason=reason)
         conn = hot.conn
-        counts = {"memories": len(all_ids)}
-        delete_in(conn, "memories", "id", [r["id"] for r in hot_rows])
-        counts["changes"] = delete_in(conn, "changes", "memory_id", all_ids)
-        counts["changes"] += delete_in(conn, "changes", "id", [r["id"] for r in orphans])
-        delete_uses(hot, all_ids)  # ids and times only: not counted as erased content
-        delete_vectors(hot, all_ids)  # embeddings: no text, but derived from it
-        if selection.whole_user or selection.whole_namespace:
-            owner_sql, owner_params = selection.owner_where()
-            for table, columns in (
-                ("messages", ("content",)),
-                ("episodes", ("task_name", "input_summary", "output_summary", "user_feedback")),
-            ):
-                rows = list(
-                    hot.query(
-                        f"SELECT {', '.join(columns)} FROM {table} WHERE {owner_sql}",
-                        owner_params,
-                    )
-                )
-                texts += [row[c] for row in rows for c in columns]
-                counts[table] = conn.execute(
-                    f"DELETE FROM {table} WHERE {owner_sql}", owner_params
-                ).rowcount
-        erased_anything = any(counts.values())
-        if erased_anything:
-            insert_changes(
-                hot,
-                [
-                    change_row(
-                        at=to_db(now),
-                        actor=actor,
-                        action="forget",
-                        reason=reason,
-                        before=None,
-                        after=None,
-                        user_id=user_id,
-                        namespace=namespace,
-                        details={"memory_ids": all_ids, "erased": counts},
-                    )
-                ],
-            )
-        if erased_anything:
-            for scope, parts in _tombstones(selection, hot_rows + cold_rows, orphans, all_ids):
-                record_tombstone(conn, scope, parts, now)
         marker = None
-        if erased_anything or interrupted:
+        if removed.anything or interrupted:
             marker = conn.execute(
                 "INSERT INTO pending_scrubs (at) VALUES (?) RETURNING id", [to_db(now)]
             ).fetchone()[0]
@@ -252,9 +286,9 @@ def _erase(
         transitions.step_hook("forget-hot-written")
     transitions.step_hook("forget-hot-committed")
     if marker is not None:
-        needles = None if interrupted else needles_of(texts)
+        needles = None if interrupted else needles_of(removed.texts)
         finish_scrub(storage, needles, [*interrupted, marker])
-    return counts
+    return removed.counts
 
 
 def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence[int]) -> None:
@@ -279,6 +313,8 @@ def finish_interrupted(storage: Storage) -> bool:
     Interrupted means its owner is gone (:mod:`~memkeeper.storage.scrub_owners`): a row
     whose owner is still scrubbing, in this or another process, is left to it.
     """
+    if storage.hot.dialect == "postgres":
+        return False  # a PostgreSQL erasure has nothing left to finish after its commit
     held: dict[int, int | None] = {}
     with storage.lock:
         try:

@@ -25,9 +25,11 @@ def erase(core_storage: Storage, selection: Selection, **how: Any) -> dict[str, 
     """Erase in the live files, then in the files ``restore-backup`` set aside beside them
     (:mod:`memkeeper.storage.set_aside`), which would otherwise keep the erased values; and
     the keyword postings this process keeps in memory (:mod:`memkeeper.store.bm25_index`),
-    which hold the values of recently searched users' entries."""
+    which hold the values of recently searched users' entries. On PostgreSQL nothing is set
+    aside (``restore-backup`` refuses there)."""
     counts = erase_live(core_storage, selection, **how)
-    set_aside.reach(core_storage, selection, **how)
+    if not core_storage.one_database:
+        set_aside.reach(core_storage, selection, **how)
     bm25_index.reset()
     return counts
 

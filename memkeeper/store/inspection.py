@@ -18,7 +18,7 @@ from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.uses import uses_of
 from memkeeper.store.core import StoreCore
 from memkeeper.store.listing import get
-from memkeeper.store.sizes import files_status, size_warnings
+from memkeeper.store.sizes import size_warnings, storage_status
 
 
 def changes(
@@ -119,7 +119,8 @@ def job_runs(core: StoreCore, *, job: str | None, limit: int) -> list[JobRun]:
 
 def status(core: StoreCore) -> dict[str, Any]:
     """Counts per state and kind, the files (sizes, pages, each table's rows and bytes),
-    warnings about size (``[status]``), and the last run of each job."""
+    warnings about size (``[status]``), and the last run of each job; on PostgreSQL also
+    ``database`` (server and schema versions, the masked URL; ``files`` is its tables)."""
     storage = core.storage
     with storage.lock:
         counts: dict[str, dict[str, int]] = {}
@@ -142,8 +143,8 @@ def status(core: StoreCore) -> dict[str, Any]:
                 " job_runs AS newest WHERE newest.job = job_runs.job) ORDER BY job"
             )
         }
-        files = files_status(storage)
-    return {
+        database, files = storage_status(storage)
+    result = {
         "counts": counts,
         "messages": {"total": messages[0], "unsummarized": messages[1]},
         "episodes": episodes,
@@ -151,3 +152,6 @@ def status(core: StoreCore) -> dict[str, Any]:
         "warnings": size_warnings(files, core.config.status),
         "last_runs": last_runs,
     }
+    if database is not None:  # PostgreSQL: the server, the schema and its version
+        result["database"] = database
+    return result

@@ -27,6 +27,21 @@ def _file(db: Database | None, path: Path) -> dict[str, Any]:
     }
 
 
+def storage_status(storage: Storage) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+    """(``database``, ``files``) of ``status`` (the caller holds the storage lock).
+
+    On SQLite ``database`` is None (the files say it all). On PostgreSQL it is the server,
+    its extensions, the schema and its version and the masked URL, and ``files`` has one
+    entry, ``hot``: the database, every table (``cold_memories`` among them) with its rows
+    and bytes, their total as its size.
+    """
+    if storage.hot.dialect == "postgres":
+        from memkeeper.storage.postgres.status import store_status  # psycopg: an extra
+
+        return store_status(storage.hot, storage.url)  # type: ignore[arg-type, attr-defined]
+    return None, files_status(storage)
+
+
 def files_status(storage: Storage) -> dict[str, dict[str, Any]]:
     """Both files (the caller holds the storage lock); a missing cold file has no tables."""
     return {

@@ -1,4 +1,4 @@
-"""What ``memkeeper status`` will show of a PostgreSQL memory: server, schema, tables, URL.
+"""What ``memkeeper status`` shows of a PostgreSQL memory: server, schema, tables, URL.
 
 Row counts are exact (``count(*)``: an operator comparing before and after a run wants the
 true figure; on a million entries it takes a fraction of a second); bytes are each table's
@@ -9,6 +9,7 @@ masked; the server's version and the extensions' are read from the server itself
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
@@ -16,6 +17,9 @@ from psycopg import sql
 from memkeeper.storage.postgres.ddl import EXTENSIONS, TABLES
 from memkeeper.storage.postgres.schema import KNOWN_STEPS, applied_steps
 from memkeeper.storage.postgres.url import DatabaseUrl
+
+if TYPE_CHECKING:
+    from memkeeper.storage.postgres.database import PostgresDatabase
 
 
 @dataclass(frozen=True)
@@ -48,29 +52,37 @@ class PostgresStatus:
 
 
 def read_status(conn: psycopg.Connection, url: DatabaseUrl, schema: str) -> PostgresStatus:
-    """Read the figures in one read-only snapshot (the caller's connection, rolled back)."""
+    """Read the figures in one read-only snapshot: on a connection in autocommit (a store's)
+    in a transaction of its own, else in the caller's, rolled back."""
+    if conn.autocommit:
+        with conn.transaction(force_rollback=True):
+            return _read(conn, url, schema)
     try:
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        (version,) = conn.execute("SHOW server_version").fetchone()  # type: ignore[misc]
-        extensions = dict(
-            conn.execute(
-                "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s)",
-                (list(EXTENSIONS),),
-            ).fetchall()
-        )
-        applied = applied_steps(conn, schema)
-        tables = []
-        if applied is not None:
-            for table in TABLES:
-                name = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
-                (rows,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()  # type: ignore[misc]
-                (size,) = conn.execute(
-                    "SELECT pg_total_relation_size(%s::regclass)",
-                    (f"{_quote(schema)}.{_quote(table)}",),
-                ).fetchone()  # type: ignore[misc]
-                tables.append(TableSize(table, int(rows), int(size)))
+        return _read(conn, url, schema)
     finally:
         conn.rollback()
+
+
+def _read(conn: psycopg.Connection, url: DatabaseUrl, schema: str) -> PostgresStatus:
+    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    (version,) = conn.execute("SHOW server_version").fetchone()  # type: ignore[misc]
+    extensions = dict(
+        conn.execute(
+            "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s)",
+            (list(EXTENSIONS),),
+        ).fetchall()
+    )
+    applied = applied_steps(conn, schema)
+    tables = []
+    if applied is not None:
+        for table in TABLES:
+            name = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+            (rows,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()  # type: ignore[misc]
+            (size,) = conn.execute(
+                "SELECT pg_total_relation_size(%s::regclass)",
+                (f"{_quote(schema)}.{_quote(table)}",),
+            ).fetchone()  # type: ignore[misc]
+            tables.append(TableSize(table, int(rows), int(size)))
     return PostgresStatus(
         url=str(url),
         server_version=str(version),
@@ -84,3 +96,21 @@ def read_status(conn: psycopg.Connection, url: DatabaseUrl, schema: str) -> Post
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def store_status(db: PostgresDatabase, url: DatabaseUrl) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``store.status()``'s parts on PostgreSQL: (``database``: server, extensions, schema
+    and its version, the masked URL; ``files``: the one database as SQLite's hot file is
+    shown, every table's rows and bytes, cold storage's table among them)."""
+    status = read_status(db.raw, url, db.schema)
+    database = status.as_dict()
+    tables = database.pop("tables")
+    files = {
+        "hot": {
+            "path": status.url,
+            "bytes": {"db": sum(t.bytes for t in status.tables), "wal": None},
+            "pages": None,
+            "tables": tables,
+        }
+    }
+    return database, files
