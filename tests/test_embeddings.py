@@ -28,6 +28,8 @@ from memkeeper.maintenance.runner import JobResult, run_once
 from memkeeper.storage.sqlite import immediate_transaction
 from memkeeper.storage.vectors import stale_entries, user_vectors, vector_count
 
+pytestmark = pytest.mark.both_backends
+
 KEY = "0123456789abcdef.EmbedKeySecretPart"
 NOW = datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
 

@@ -34,6 +34,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from memkeeper.storage.connection import Database
+from memkeeper.storage.postgres.keywords import is_postgres, like_operator, trigram_rows
 from memkeeper.storage.sqlite import immediate_transaction
 
 TABLES = ("memories", "cold_memories")
@@ -161,7 +162,7 @@ def _selection(
     """The WHERE clause and parameters of the user's rows these filters select, or None when
     they select nothing (no namespace, no state, an empty list of kinds). Checks ``table``."""
     fts_table(table)
-    if not namespaces or not states or kinds == []:
+    if not namespaces or not states or (kinds is not None and not kinds):
         return None
     return _filters(user_id, namespaces, kinds, states)
 
@@ -251,7 +252,10 @@ def candidate_rows(
     long = [p for p in patterns if len(p) >= MIN_TRIGRAM_CHARS]
     short = [p for p in patterns if len(p) < MIN_TRIGRAM_CHARS]
     found: dict[str, Row] = {}
-    if long:
+    if long and is_postgres(db):  # pg_trgm, not FTS5: storage/postgres/keywords.py
+        likes = [_like_pattern(p) for p in long]
+        found = {row[0]: row for row in trigram_rows(db, table, where, params, likes, cap)}
+    elif long:
         match = "{key value} : (" + " OR ".join(_phrase(t) for t in long) + ")"
         if len(user_id) >= MIN_TRIGRAM_CHARS:
             # Only rows whose user id contains this one (the join below keeps the exact user).
@@ -277,9 +281,11 @@ def _like_rows(
     cap: int,
     scan: int,
 ) -> list[Row]:
-    """Rows among the first ``scan`` of the filters' whose key or value contains a pattern."""
+    """Rows among the first ``scan`` of the filters' whose key or value contains a pattern
+    (case-insensitively: ``ILIKE`` on PostgreSQL, whose ``LIKE`` is case-sensitive)."""
+    like = like_operator(db)
     any_hit = " OR ".join(
-        "coalesce(key, '') LIKE ? ESCAPE '\\' OR value LIKE ? ESCAPE '\\'" for _ in patterns
+        f"coalesce(key, '') {like} ? ESCAPE '\\' OR value {like} ? ESCAPE '\\'" for _ in patterns
     )
     likes = [p for t in patterns for p in (_like_pattern(t),) * 2]
     return [
