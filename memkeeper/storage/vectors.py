@@ -67,11 +67,11 @@ def stale_entries(db: Database, *, model: str, dims: int, limit: int) -> list[tu
     """
     if limit <= 0:
         return []
-    if getattr(db, "dialect", "sqlite") == "postgres":  # no UDF there: hashes in Python
+    if getattr(db, "dialect", "sqlite") == "postgres":  # no UDF there: the hash in SQL
         from memkeeper.storage.postgres import vectors as pg_vectors
 
         found = pg_vectors.stale_entries(
-            db, states=CURRENT_STATES, model=model, dims=dims, limit=limit, entry_hash=_entry_hash
+            db, states=CURRENT_STATES, model=model, dims=dims, limit=limit
         )
         return [(i, embedding_text(kind, key, value)) for i, kind, key, value in found]
     conn = db.conn
