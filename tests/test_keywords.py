@@ -186,6 +186,23 @@ def test_the_index_follows_every_change_and_move(db_path: Path) -> None:
     store.close()
 
 
+def test_purging_and_compacting_keep_every_find(store: MemoryStore) -> None:
+    """What forget and retention call after deleting rows: on SQLite an FTS5 rewrite, on
+    PostgreSQL nothing (the keyword data are columns of the rows); finds are unchanged."""
+    from memkeeper.storage.sqlite import immediate_transaction
+
+    kept = store.remember("alice", "tool", "pandas dataframe")
+    gone = store.remember("alice", "other", "pandas series")
+    hot = store.storage.hot
+    with store.storage.lock:
+        with immediate_transaction(hot):
+            hot.execute("DELETE FROM memories WHERE id = ?", [gone.id])
+            keywords.purge_deleted(hot, "memories")
+        keywords.compact(hot, "memories")
+    assert ids(find(hot, "pandas")) == [kept.id]
+    check_index(hot, "memories")
+
+
 def test_insert_or_replace_keeps_the_index_exact(store: MemoryStore) -> None:
     # Moves re-run after a crash write cold rows with INSERT OR REPLACE: no stale entry left.
     entry = store.remember("alice", "k", "replaced value")

@@ -26,6 +26,10 @@ connection, so no memory can be written any more), which SQLite 3.51.1 does not 
 checked with three threads writing, searching and purging). Elsewhere it uses ``rebuild``,
 which re-indexes every row from the memory table: about 2.5 times as long (1.3 s against
 0.5 s at 100,000 memories), and safe on both.
+
+PostgreSQL has no FTS5: its candidates come from pg_trgm over a generated column
+(:mod:`memkeeper.storage.postgres.keywords`), chosen here by the handle's ``dialect``; the
+same rows qualify on both backends, so the same scorer gives the same hits.
 """
 
 from __future__ import annotations
@@ -107,9 +111,13 @@ def purge_command(version: tuple[int, int, int] = sqlite3.sqlite_version_info) -
 def purge_deleted(db: Database, table: str) -> None:
     """Rewrite the index without any deleted row's trigrams.
 
-    Call inside a write transaction. Costs a rewrite of the whole index of that file.
+    Call inside a write transaction. Costs a rewrite of the whole index of that file. On
+    PostgreSQL nothing to do: the keyword data are generated columns of the row itself, gone
+    with it (their dead tuples are VACUUM's, as the row's are).
     """
     fts = fts_table(table)
+    if is_postgres(db):
+        return
     db.conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('{purge_command()}')")
 
 
@@ -118,8 +126,11 @@ def compact(db: Database, table: str) -> None:
     write transaction on that file, so their pages come free.
 
     Used by retention after a cold purge. It holds the cold file's write lock for as long as
-    the rewrite takes; agents touch the cold file only to bring an entry back.
+    the rewrite takes; agents touch the cold file only to bring an entry back. Nothing to
+    rewrite on PostgreSQL (see :func:`purge_deleted`).
     """
+    if is_postgres(db):
+        return
     with immediate_transaction(db):
         purge_deleted(db, table)
 
