@@ -11,11 +11,14 @@ from datetime import timedelta
 import pytest
 from freezegun import freeze_time
 from helpers import T0, dump_databases
+from helpers.databases import is_postgres
 
 from memkeeper import Context, Memory, MemoryStore
 from memkeeper.config import Config, ContextSection
 from memkeeper.errors import InvalidInput
 from memkeeper.storage.transitions import Transition, apply, cold_image, hot_image
+
+pytestmark = pytest.mark.both_backends
 
 DAY = timedelta(days=1)
 
@@ -164,7 +167,9 @@ def test_the_prompt_text(store: MemoryStore, frozen) -> None:
         "- [2026-01-01 11:30] Deliver the report before Wednesday\n"
         "- [2026-01-02 11:30] Prefers morning meetings"
     )
-    only_notes = MemoryStore(store.path.with_name("other.db"))
+    # Another memory on SQLite; on PostgreSQL the same one (bob has nothing in it but this).
+    other = store.path if is_postgres(store.path) else store.path.with_name("other.db")
+    only_notes = MemoryStore(other)
     try:
         only_notes.add_note("bob", "just a note")
         assert only_notes.context("bob").text == "Notes:\n- [2026-01-02 11:30] just a note"

@@ -26,7 +26,16 @@ from memkeeper.llm.embeddings import Embedder
 from memkeeper.llm.errors import LlmAuthError, LlmBadAnswer, LlmUnavailable
 from memkeeper.maintenance.runner import JobResult, run_once
 from memkeeper.storage.sqlite import immediate_transaction
-from memkeeper.storage.vectors import stale_entries, user_vectors, vector_count
+from memkeeper.storage.vectors import (
+    embedding_text,
+    stale_entries,
+    store_vectors,
+    text_hash,
+    user_vectors,
+    vector_count,
+)
+
+pytestmark = pytest.mark.both_backends
 
 KEY = "0123456789abcdef.EmbedKeySecretPart"
 NOW = datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
@@ -186,6 +195,38 @@ def test_an_in_place_value_change_makes_the_vector_stale(
     result = index(store)
     assert result.stats["entries_indexed"] == 1
     assert fake.embedded_texts()[-1] == "drink: oolong"
+    store.close()
+
+
+def test_a_vector_of_the_entrys_own_text_is_current_whatever_the_text(db_path: Path) -> None:
+    """A vector is current when its text hash is the entry's text's now: compared in the
+    query through a Python function on SQLite, computed in SQL (sha256 of ``key: value``, or
+    of a note's value) on PostgreSQL. The two agree on any text, and a change is seen."""
+    store = MemoryStore(db_path)
+    entries = [
+        store.remember("u1", "city", "北京 朝阳区"),
+        store.remember("u1", "k: with a colon", "value: with one too", kind="preference"),
+        store.remember("u1", "ünïcode", "e\u0301 combining, 🧪 emoji, tab\tand\nnewline"),
+        store.add_note("u1", "a note's value only ' quoted \\ backslash %s %(x)s ?"),
+        store.add_note("u1", "a summary note has a key, and only its value is embedded"),
+    ]
+    with store.storage.lock, immediate_transaction(store.storage.hot):
+        store.storage.hot.execute(
+            "UPDATE memories SET key = 'summary:s1' WHERE id = ?", [entries[-1].id]
+        )
+    rows = []
+    for m in store.list_memories("u1"):
+        text = embedding_text(m.kind, m.key, m.value)
+        rows.append((m.id, "embedding-3", DIMS, text_hash(text), fake_vector(text)))
+    with store.storage.lock:
+        assert store_vectors(store.storage.hot, rows) == len(entries)
+        assert stale_entries(store.storage.hot, model="embedding-3", dims=DIMS, limit=10) == []
+        with immediate_transaction(store.storage.hot):
+            store.storage.hot.execute(
+                "UPDATE memories SET value = value || '!' WHERE id = ?", [entries[3].id]
+            )
+        stale = stale_entries(store.storage.hot, model="embedding-3", dims=DIMS, limit=10)
+    assert stale == [(entries[3].id, entries[3].value + "!")]
     store.close()
 
 

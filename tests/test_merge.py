@@ -25,6 +25,8 @@ from memkeeper.maintenance.runner import JobResult, run_once
 from memkeeper.maintenance.undo import undo_run
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 
+pytestmark = pytest.mark.both_backends
+
 THRESHOLD = 0.92
 
 
@@ -259,7 +261,7 @@ def test_pending_review_survivor_of_an_active_group_becomes_active(store: Memory
     value = "Prefers quiet rooms for meetings"
     first = store.remember("u", "room", value, kind="preference", confidence=0.95)
     second = store.remember("u", "rooms", value, kind="preference", confidence=0.5)
-    with store.storage.lock, store.storage.hot.conn:
+    with store.storage.lock, store.storage.hot.atomic():
         store.storage.hot.conn.execute(
             "UPDATE memories SET state = 'pending_review' WHERE id = ?", [first.id]
         )

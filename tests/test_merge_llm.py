@@ -21,6 +21,8 @@ from memkeeper.config import Config
 from memkeeper.maintenance.runner import JobResult, run_once
 from memkeeper.maintenance.undo import undo_run
 
+pytestmark = pytest.mark.both_backends
+
 KEY_ENV = "ZHIPUAI_API_KEY"
 OLDER = "The user lives in Beijing near the river and works at a bank"
 NEWER = "The user lives in Beijing and works at a bank downtown"

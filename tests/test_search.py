@@ -3,9 +3,11 @@ degrading to keyword-only, and context(query=)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
+import shutil
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 from fake_embeddings import DIMS, FakeEmbeddings, embed_config, fake_vector, wrong_dimension
 from fake_llm import error
+from helpers.databases import is_postgres
 
 from memkeeper import MemoryStore
 from memkeeper.bench.search_eval import insert_memories, load_eval_set
@@ -24,6 +27,8 @@ from memkeeper.records import Memory
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 from memkeeper.store import semantic
 from memkeeper.store.bm25 import score_all
+
+pytestmark = pytest.mark.both_backends
 
 EVAL = load_eval_set()
 KEY_ENV = "ZHIPUAI_API_KEY"
@@ -129,7 +134,6 @@ def _age(store: MemoryStore, memory_id: str, days: float) -> None:
             " last_accessed_at = NULL WHERE id = ?",
             [moment, moment, moment, memory_id],
         )
-        store.storage.hot.conn.commit()
 
 
 def test_relevance_leads_confidence_and_recency_only_reorder(store: MemoryStore) -> None:
@@ -147,13 +151,37 @@ def test_relevance_leads_confidence_and_recency_only_reorder(store: MemoryStore)
     assert hits[1].recency > 0.9 > 0.01 > hits[0].recency
 
 
+class _Discard(Exception):
+    """Raised to roll a search's marks back."""
+
+
+@contextlib.contextmanager
+def _searching_a_copy(db_path: Path | str, config: Config) -> Iterator[MemoryStore]:
+    """A store whose searches leave the memory as it was: a copy of the file on SQLite; on
+    PostgreSQL the memory itself, inside one transaction rolled back at the end (every write
+    of the store nests in it as a savepoint)."""
+    if not is_postgres(db_path):
+        copy = Path(db_path).parent / "copy.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{copy}{suffix}").unlink(missing_ok=True)
+        shutil.copy(db_path, copy)
+        with MemoryStore(copy, config=config) as fresh:
+            yield fresh
+        return
+    with (
+        MemoryStore(db_path, config=config) as fresh,
+        contextlib.suppress(_Discard),
+        fresh.storage.hot.atomic(),
+    ):
+        yield fresh
+        raise _Discard
+
+
 def test_first_k_hits_do_not_depend_on_the_limit(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Property: for several queries, the hits of limit k are the first k of limit 20
     (keyword-only and hybrid). Searching marks hits used, so each search runs on a copy."""
-    import shutil
-
     rng = random.Random(21)
     words = [
         "report",
@@ -186,13 +214,9 @@ def test_first_k_hits_do_not_depend_on_the_limit(
             else:
                 monkeypatch.delenv(KEY_ENV, raising=False)
             for query in queries:
-                copy = db_path.parent / "copy.db"
                 results = {}
                 for limit in (20, 1, 3, 7):
-                    for suffix in ("", "-wal", "-shm"):
-                        Path(f"{copy}{suffix}").unlink(missing_ok=True)
-                    shutil.copy(db_path, copy)
-                    with MemoryStore(copy, config=config) as fresh:
+                    with _searching_a_copy(db_path, config) as fresh:
                         hits = fresh.search("alice", query, limit=limit)
                         results[limit] = [h.memory.id for h in hits]
                         assert hits.semantic is hybrid
@@ -216,7 +240,6 @@ def _set_state(store: MemoryStore, memory_id: str, state: str) -> None:
         store.storage.hot.conn.execute(
             "UPDATE memories SET state = ? WHERE id = ?", [state, memory_id]
         )
-        store.storage.hot.conn.commit()
 
 
 def test_pending_review_hit_is_renewed_and_superseded_never_returned(store: MemoryStore) -> None:
@@ -408,7 +431,7 @@ def test_cached_vectors_follow_every_change(store: MemoryStore) -> None:
     embed(b2, "three")
     c = store.remember("alice", "c", "third")
     assert set(current()) == {a.id, b2.id}
-    with store.storage.lock, store.storage.hot.conn:
+    with store.storage.lock, store.storage.hot.atomic():
         delete_vectors(store.storage.hot, [b2.id])  # the highest rowid is free again...
     embed(c, "four")  # ...and c's new vector takes it: the same highest rowid as before
     assert current()[c.id] == [round(x, 5) for x in fake_vector("four", dims)]

@@ -15,12 +15,16 @@ from typing import Any
 
 import pytest
 from fake_embeddings import DIMS, FakeEmbeddings, embed_config, fake_vector
+from helpers.backends import empty_memory
+from helpers.databases import is_postgres
 
 from memkeeper import MemoryStore
 from memkeeper.records import Memory
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 from memkeeper.store import fusion, semantic
 from memkeeper.store.bm25 import query_terms, score_all, score_rows
+
+pytestmark = pytest.mark.both_backends
 
 KEY_ENV = "ZHIPUAI_API_KEY"
 QUERY = "which food makes Ann sick"
@@ -145,12 +149,20 @@ def test_a_clear_vector_hit_beats_a_weak_keyword_list(db_path: Path, mode: str, 
     assert {answer.id, named.id} <= {h.memory.id for h in hits}
 
 
+def _another_memory(db_path: Path | str, name: str) -> Path | str:
+    """A new, empty memory: another file on SQLite; on PostgreSQL the test database, emptied."""
+    if is_postgres(db_path):
+        empty_memory(str(db_path))
+        return db_path
+    return Path(db_path).with_name(name)
+
+
 def test_a_small_user_is_fused_by_rank(db_path: Path) -> None:
     """Under OUTLIER_MIN_ENTRIES vectors there is no distribution to scale by: the
     relative setting fuses by rank, as rrf does (the same scores)."""
     scores = {}
     for mode in ("relative", "rrf"):
-        path = db_path.with_name(f"{mode}.db")
+        path = _another_memory(db_path, f"{mode}.db")
         with FakeEmbeddings() as fake, _store(path, fake.url, fusion=mode) as store:
             store.remember("u", "ann", "Ann")
             store.add_note("u", "Ann called about the weekend plans")

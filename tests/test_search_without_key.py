@@ -18,6 +18,8 @@ from memkeeper import MemoryStore
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 from memkeeper.store import semantic
 
+pytestmark = pytest.mark.both_backends
+
 KEY_ENV = "ZHIPUAI_API_KEY"
 NO_KEY = "search is keyword-only: no API key for embeddings"
 

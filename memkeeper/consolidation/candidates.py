@@ -21,6 +21,9 @@ A re-embedded entry's vector is written anew with a higher rowid
 (:func:`memkeeper.storage.vectors.store_vectors` replaces rather than updates), so it is seen
 too. The periodic full scan catches the rest: SQLite may lend a deleted highest rowid to the
 next vector; such an entry is compared when its user next changes, or at the next full scan.
+On PostgreSQL ``vectors.rowid`` is an identity column, never reused, and vectors are written
+under the one write lock (:func:`~memkeeper.storage.sqlite.immediate_transaction`), so they
+commit in rowid order and no watermark passes one still being written.
 """
 
 from __future__ import annotations

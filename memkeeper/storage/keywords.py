@@ -26,6 +26,10 @@ connection, so no memory can be written any more), which SQLite 3.51.1 does not 
 checked with three threads writing, searching and purging). Elsewhere it uses ``rebuild``,
 which re-indexes every row from the memory table: about 2.5 times as long (1.3 s against
 0.5 s at 100,000 memories), and safe on both.
+
+PostgreSQL has no FTS5: its candidates come from pg_trgm over a generated column
+(:mod:`memkeeper.storage.postgres.keywords`), chosen here by the handle's ``dialect``; the
+same rows qualify on both backends, so the same scorer gives the same hits.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from memkeeper.storage.connection import Database
+from memkeeper.storage.postgres.keywords import is_postgres, like_operator, trigram_rows
 from memkeeper.storage.sqlite import immediate_transaction
 
 TABLES = ("memories", "cold_memories")
@@ -106,9 +111,13 @@ def purge_command(version: tuple[int, int, int] = sqlite3.sqlite_version_info) -
 def purge_deleted(db: Database, table: str) -> None:
     """Rewrite the index without any deleted row's trigrams.
 
-    Call inside a write transaction. Costs a rewrite of the whole index of that file.
+    Call inside a write transaction. Costs a rewrite of the whole index of that file. On
+    PostgreSQL nothing to do: the keyword data are generated columns of the row itself, gone
+    with it (their dead tuples are VACUUM's, as the row's are).
     """
     fts = fts_table(table)
+    if is_postgres(db):
+        return
     db.conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('{purge_command()}')")
 
 
@@ -117,8 +126,11 @@ def compact(db: Database, table: str) -> None:
     write transaction on that file, so their pages come free.
 
     Used by retention after a cold purge. It holds the cold file's write lock for as long as
-    the rewrite takes; agents touch the cold file only to bring an entry back.
+    the rewrite takes; agents touch the cold file only to bring an entry back. Nothing to
+    rewrite on PostgreSQL (see :func:`purge_deleted`).
     """
+    if is_postgres(db):
+        return
     with immediate_transaction(db):
         purge_deleted(db, table)
 
@@ -161,7 +173,7 @@ def _selection(
     """The WHERE clause and parameters of the user's rows these filters select, or None when
     they select nothing (no namespace, no state, an empty list of kinds). Checks ``table``."""
     fts_table(table)
-    if not namespaces or not states or kinds == []:
+    if not namespaces or not states or (kinds is not None and not kinds):
         return None
     return _filters(user_id, namespaces, kinds, states)
 
@@ -251,7 +263,10 @@ def candidate_rows(
     long = [p for p in patterns if len(p) >= MIN_TRIGRAM_CHARS]
     short = [p for p in patterns if len(p) < MIN_TRIGRAM_CHARS]
     found: dict[str, Row] = {}
-    if long:
+    if long and is_postgres(db):  # pg_trgm, not FTS5: storage/postgres/keywords.py
+        likes = [_like_pattern(p) for p in long]
+        found = {row[0]: row for row in trigram_rows(db, table, where, params, likes, cap)}
+    elif long:
         match = "{key value} : (" + " OR ".join(_phrase(t) for t in long) + ")"
         if len(user_id) >= MIN_TRIGRAM_CHARS:
             # Only rows whose user id contains this one (the join below keeps the exact user).
@@ -277,9 +292,11 @@ def _like_rows(
     cap: int,
     scan: int,
 ) -> list[Row]:
-    """Rows among the first ``scan`` of the filters' whose key or value contains a pattern."""
+    """Rows among the first ``scan`` of the filters' whose key or value contains a pattern
+    (case-insensitively: ``ILIKE`` on PostgreSQL, whose ``LIKE`` is case-sensitive)."""
+    like = like_operator(db)
     any_hit = " OR ".join(
-        "coalesce(key, '') LIKE ? ESCAPE '\\' OR value LIKE ? ESCAPE '\\'" for _ in patterns
+        f"coalesce(key, '') {like} ? ESCAPE '\\' OR value {like} ? ESCAPE '\\'" for _ in patterns
     )
     likes = [p for t in patterns for p in (_like_pattern(t),) * 2]
     return [

@@ -67,6 +67,13 @@ def stale_entries(db: Database, *, model: str, dims: int, limit: int) -> list[tu
     """
     if limit <= 0:
         return []
+    if getattr(db, "dialect", "sqlite") == "postgres":  # no UDF there: the hash in SQL
+        from memkeeper.storage.postgres import vectors as pg_vectors
+
+        found = pg_vectors.stale_entries(
+            db, states=CURRENT_STATES, model=model, dims=dims, limit=limit
+        )
+        return [(i, embedding_text(kind, key, value)) for i, kind, key, value in found]
     conn = db.conn
     conn.create_function(_HASH_FUNCTION, 3, _entry_hash, deterministic=True)
     rows = conn.execute(
@@ -303,7 +310,7 @@ def delete_vectors(db: Database, memory_ids: Sequence[str]) -> int:
 
 def vector_count(db: Database, *, model: str | None = None, dims: int | None = None) -> int:
     """How many vectors are stored (of this model and dimension, when given)."""
-    sql, params = "SELECT count(*) FROM vectors WHERE 1", []
+    sql, params = "SELECT count(*) FROM vectors WHERE 1 = 1", []
     if model is not None:
         sql, params = sql + " AND model = ?", [*params, model]
     if dims is not None:

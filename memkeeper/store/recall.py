@@ -27,7 +27,7 @@ from memkeeper.storage.changelog import image_of
 from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Image, Transition, hot_image, used_image
 from memkeeper.storage.use_buffer import buffering, may_write
-from memkeeper.storage.uses import mark_used
+from memkeeper.storage.uses import mark_used, record_uses
 from memkeeper.store.core import StoreCore
 
 log = logs.get_logger("memkeeper.store")
@@ -123,8 +123,16 @@ def mark_hits(
     users = {memory.user_id for memory in memories}
     with write_transaction(storage, users=users):
         now = core.now()
-        for row in memory_reads.live_by_ids(storage.hot, ids):
-            marked[row["id"]] = mark_found(core, image_of(row), now, by=by)
+        images = [image_of(row) for row in memory_reads.live_by_ids(storage.hot, ids)]
+        # The active ones' uses in one batch (what mark_used does to each, in two statements
+        # for all: one round trip each on PostgreSQL); pending ones are renewed one by one.
+        active = [image for image in images if image["state"] == "active"]
+        record_uses(storage.hot, [(image, [now]) for image in active])
+        for image in images:
+            if image["state"] == "active":
+                marked[image["id"]] = Memory.from_image(used_image(image, now))
+            else:
+                marked[image["id"]] = mark_found(core, image, now, by=by)
     return marked
 
 
