@@ -66,17 +66,18 @@ class App:
             self._config = load_config(self.config_path, explicit=self.config_explicit)
         return self._config
 
-    def store(self, *, create: bool = True) -> Any:
+    def store(self, *, create: bool = True, db: str | None = None) -> Any:
         """Open the memory store with this invocation's clock.
 
         ``create`` false is for commands that only read, or change what must already be
         there: a database that does not exist raises DatabaseMissing (exit 66, naming the
-        path) and nothing — no directory, no file — is created.
+        path) and nothing — no directory, no file — is created. ``db`` opens another
+        database than --db's (``migrate-to``'s target).
         """
         from memkeeper.store import MemoryStore
 
         store = MemoryStore(
-            self.db,
+            db or self.db,
             config=self.config,
             clock=fixed(self.now) if self.now else None,
             actor="cli",
