@@ -9,48 +9,14 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
+from helpers.postgres import ROLE_PASSWORD as PASSWORD
+from helpers.postgres import as_role
 
 from memkeeper.cli import main
-
-PASSWORD = "cli-Pa55word-7q"
-
-
-@pytest.fixture
-def role(pg_database: str) -> Iterator[str]:
-    """A login role with PASSWORD that owns the test database (the server checks passwords
-    of every role but the superuser). The extensions are there already, as a DBA would do."""
-    name = f"mk_cli_{uuid.uuid4().hex[:8]}"
-    dbname = conninfo_to_dict(pg_database)["dbname"]
-    with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                sql.Identifier(name), sql.Literal(PASSWORD)
-            )
-        )
-        conn.execute(
-            sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
-                sql.Identifier(dbname), sql.Identifier(name)
-            )
-        )
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-    yield name
-    with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute(sql.SQL("REASSIGN OWNED BY {} TO postgres").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
-
-
-def as_role(url: str, user: str, password: str | None) -> str:
-    return url.replace("postgres:@", f"{user}:{password}@" if password else f"{user}@", 1)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
