@@ -146,7 +146,22 @@ def test_a_failed_check_rolls_the_whole_copy_back(tmp_path: Path, pg_database: s
     assert set(counts(pg_database).values()) == {0}
 
 
-def test_without_vectors_and_from_an_empty_memory(
+def test_a_source_column_the_target_lacks_is_refused_not_dropped(
+    tmp_path: Path, pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memory.db"
+    filled_sqlite(db)
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE episodes ADD COLUMN mood TEXT")
+    conn.commit()
+    conn.close()
+    code, out, err = run_cli(capsys, "--db", str(db), "migrate-to", pg_database)
+    assert code == 74 and out == ""
+    assert "episodes has columns the PostgreSQL schema lacks (mood)" in err
+    assert set(counts(pg_database).values()) == {0}
+
+
+def test_without_vectors_the_embeddings_stay_behind(
     tmp_path: Path, pg_database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "memory.db"

@@ -112,6 +112,8 @@ def sample_ids(source: Storage, size: int) -> list[str]:
     """Up to ``size`` memory ids spread over the source: hot entries, cold entries, and ids
     only the change log still names (erased ones), for comparing explanations."""
     found: list[str] = []
+    if size <= 0:
+        return found
     share = max(1, size // 3)
     with source.lock:
         found += _spread(source.hot, "SELECT id FROM memories ORDER BY rowid", share)
@@ -124,9 +126,17 @@ def sample_ids(source: Storage, size: int) -> list[str]:
 
 
 def _spread(db: Any, statement: str, size: int) -> list[str]:
-    ids = [row["id"] for row in db.query(statement)]
-    step = max(1, len(ids) // size) if ids else 1
-    return ids[::step][:size]
+    """Up to ``size`` ids of ``statement``'s, evenly spaced (read as a stream, never all
+    held: a memory of a million entries)."""
+    total = db.execute(f"SELECT count(*) FROM ({statement})").fetchone()[0]
+    step = max(1, total // max(size, 1))
+    picked: list[str] = []
+    for n, row in enumerate(db.conn.execute(statement)):
+        if n % step == 0:
+            picked.append(row[0])
+            if len(picked) >= size:
+                break
+    return picked
 
 
 def _count(db: Any, table: str) -> int:
@@ -160,6 +170,13 @@ def _source_select(db: Any, table: str, columns: Sequence[str]) -> tuple[list[st
     The target's columns the source lacks stay out (their defaults apply); the rowid of a
     table that has one on both is carried; vectors take their entry's owner from it.
     """
+    present = {d[0] for d in db.execute(f"SELECT * FROM {table} LIMIT 0").description}
+    lost = sorted(present - set(columns))
+    if lost:  # a column this version's PostgreSQL schema has no place for: refuse, not drop
+        raise MigrationMismatch(
+            f"the SQLite table {table} has columns the PostgreSQL schema lacks "
+            f"({', '.join(lost)}); nothing was kept. Upgrade memkeeper and run it again"
+        )
     if table == VECTORS:
         plain = [c for c in columns if c not in (*_VECTOR_OWNER, "rowid")]
         select = ", ".join(["v.rowid AS rowid", *(f"v.{c}" for c in plain), *_OWNER_OF_VECTOR])
@@ -168,7 +185,6 @@ def _source_select(db: Any, table: str, columns: Sequence[str]) -> tuple[list[st
             " ORDER BY v.rowid"
         )
         return ["rowid", *plain, *_VECTOR_OWNER], statement
-    present = {d[0] for d in db.execute(f"SELECT * FROM {table} LIMIT 0").description}
     names = [c for c in columns if c in present or (c == "rowid" and table in _WITH_ROWID)]
     select = ", ".join("rowid AS rowid" if c == "rowid" else c for c in names)
     return names, f"SELECT {select} FROM {table} ORDER BY {_ORDER.get(table, 'rowid')}"
