@@ -270,8 +270,28 @@ def _fail(message: str, code: int, exc: BaseException | None = None) -> int:
 
         trace = "".join(traceback.format_exception(exc)).rstrip("\n")
         click.echo(logs.redact(trace), err=True)
-    click.echo(f"memkeeper: error: {logs.redact(message)}", err=True)
+    one_line = " ".join(message.split()) if "\n" in message or "\r" in message else message
+    click.echo(f"memkeeper: error: {logs.redact(one_line)}", err=True)
     return code
+
+
+def _postgres_failure(exc: Exception) -> int | None:
+    """The code for a PostgreSQL driver error the library let through (as SQLite's below),
+    or None when ``exc`` is not one. psycopg is never imported here: its error can only
+    exist once the backend loaded it."""
+    driver = sys.modules.get("psycopg")
+    if driver is None or not isinstance(exc, driver.Error):
+        return None
+    from memkeeper.errors import EXIT_BUSY
+
+    state = getattr(exc, "sqlstate", None) or ""
+    if isinstance(exc, driver.OperationalError) and (not state or state.startswith(("08", "57P"))):
+        message = (
+            f"the connection to PostgreSQL was lost ({exc}); nothing of this command that "
+            "was not reported done was kept: run it again"
+        )
+        return _fail(message, EXIT_BUSY, exc)
+    return _fail(f"database error (PostgreSQL {state or 'driver'}: {exc})", EXIT_DATABASE, exc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,13 +338,17 @@ def main(argv: list[str] | None = None) -> int:
         else:
             code = _fail(where, EXIT_ERROR, exc)
     except Exception as exc:  # a bug: still one line, no traceback, unless asked for
-        if os.environ.get("MEMKEEPER_DEBUG"):
+        postgres = _postgres_failure(exc)
+        if postgres is None and os.environ.get("MEMKEEPER_DEBUG"):
             raise
-        code = _fail(
-            f"internal error ({type(exc).__name__}: {exc}); set MEMKEEPER_DEBUG=1 for a traceback",
-            EXIT_ERROR,
-            exc,
-        )
+        if postgres is None:
+            postgres = _fail(
+                f"internal error ({type(exc).__name__}: {exc}); set MEMKEEPER_DEBUG=1 for a "
+                "traceback",
+                EXIT_ERROR,
+                exc,
+            )
+        code = postgres
     else:
         code = 0
     sys.stdout.flush()

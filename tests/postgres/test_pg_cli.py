@@ -149,3 +149,41 @@ def test_migrate_to_names_the_target_with_its_password_masked(
     assert code == 73 and PASSWORD not in out + err and f"{role}:***@" in err
     code, out, _ = run(capsys, "--db", url, "recall", "alice", "city")
     assert (code, out.strip()) == (0, "Oslo")
+
+
+def test_a_failing_statement_is_one_line_exit_74(
+    pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "--db", pg_database, "remember", "alice", "city", "Oslo")[0] == 0
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("DROP TABLE memkeeper.messages")  # an operator's mistake, say
+    code, out, err = run(capsys, "--db", pg_database, "history", "alice", "s1")
+    assert code == 74 and out == ""
+    line = one_line(err)
+    assert line.startswith("memkeeper: error: database error (PostgreSQL 42P01: ")
+    assert 'relation "messages" does not exist' in line
+
+
+def test_a_connection_killed_mid_write_is_one_line_exit_75_and_writes_nothing(
+    pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "--db", pg_database, "remember", "alice", "city", "Oslo")[0] == 0
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        # The server ends the writer's own session while its transaction is open.
+        conn.execute(
+            "CREATE FUNCTION memkeeper.kill_writer() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER kill_writer BEFORE INSERT ON memkeeper.memories"
+            " FOR EACH ROW EXECUTE FUNCTION memkeeper.kill_writer()"
+        )
+    code, out, err = run(capsys, "--db", pg_database, "remember", "bob", "city", "Rome")
+    assert code == 75 and out == ""
+    assert "the connection to PostgreSQL was lost" in one_line(err)
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER kill_writer ON memkeeper.memories")
+        users = conn.execute("SELECT user_id FROM memkeeper.memories").fetchall()
+        changes = conn.execute("SELECT count(*) FROM memkeeper.changes").fetchone()
+    assert users == [("alice",)] and changes == (1,)  # the change and its log row: neither
+    assert run(capsys, "--db", pg_database, "remember", "bob", "city", "Rome")[0] == 0
