@@ -77,6 +77,16 @@ class StorageFull(StorageUnwritable):
     """The disk holding a database file is full; the write was rolled back."""
 
 
+class TargetNotEmpty(StorageUnwritable):
+    """``migrate-to`` was pointed at a memkeeper schema that already holds rows; nothing was
+    written (a copy goes into an empty schema only, so nothing is merged or overwritten)."""
+
+
+class MigrationMismatch(DatabaseError):
+    """A copy to another database did not match its source (counts, explanations); it was
+    rolled back."""
+
+
 class WriteConflict(MemkeeperError):
     """Two writers raced past memkeeper's checks; this write was rolled back. Retry it."""
 

@@ -88,9 +88,12 @@ def error(result: types.CallToolResult) -> str:
     return content.text  # type: ignore[union-attr]
 
 
+pytestmark = pytest.mark.both_backends
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    with MemoryStore(tmp_path / "memory.db", actor="mcp") as opened:
+def store(db_path: Path | str) -> MemoryStore:
+    with MemoryStore(db_path, actor="mcp") as opened:
         yield opened
 
 
@@ -177,22 +180,33 @@ def test_each_tool_works_and_every_change_names_the_tool_and_the_client(
     }
     assert all(c.source.startswith(f"mcp:{CLIENT}") for c in created)  # type: ignore[union-attr]
 
+    [explained] = calls(mode=mode, store=store, steps=[("explain", {"memory_id": city["id"]})])
+    explanation = data(explained)["explanation"]
+    assert "mcp:remember" in explanation and f"mcp:{CLIENT}" in explanation
+
+
+# PG: left — forget on PostgreSQL (storage/forgetting.py reads SQLite's pending_scrubs) is the
+# wt-pgforget branch's; drop this mark once that branch is merged.
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("mode", MODES)
+def test_the_forget_tool_erases_by_key_and_by_id_and_names_the_tool(
+    store: MemoryStore, mode: str
+) -> None:
+    city = store.remember("alice", "city", "Paris")
+    note = store.add_note("alice", "Met Bob about the Q3 report", namespace="p")
     later = calls(
         mode=mode,
         store=store,
         steps=[
-            ("explain", {"memory_id": city["id"]}),
             ("forget", {"key": "city"}),
-            ("forget", {"memory_id": note["id"]}),
+            ("forget", {"memory_id": note.id}),
             ("recall", {"key": "city"}),
         ],
     )
-    explanation = data(later[0])["explanation"]
-    assert "mcp:remember" in explanation and f"mcp:{CLIENT}" in explanation
+    assert data(later[0]) == {"forgotten": 1}
     assert data(later[1]) == {"forgotten": 1}
-    assert data(later[2]) == {"forgotten": 1}
-    assert data(later[3])["found"] is False
-    assert store.get(city["id"]) is None and store.get(note["id"]) is None
+    assert data(later[2])["found"] is False
+    assert store.get(city.id) is None and store.get(note.id) is None
     assert {c.actor for c in store.changes(action="forget")} == {"mcp:forget"}
 
 

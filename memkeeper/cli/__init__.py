@@ -65,17 +65,18 @@ class App:
             self._config = load_config(self.config_path, explicit=self.config_explicit)
         return self._config
 
-    def store(self, *, create: bool = True) -> Any:
+    def store(self, *, create: bool = True, db: str | None = None) -> Any:
         """Open the memory store with this invocation's clock.
 
         ``create`` false is for commands that only read, or change what must already be
         there: a database that does not exist raises DatabaseMissing (exit 66, naming the
-        path) and nothing — no directory, no file — is created.
+        path) and nothing — no directory, no file — is created. ``db`` opens another
+        database than --db's (``migrate-to``'s target).
         """
         from memkeeper.store import MemoryStore
 
         store = MemoryStore(
-            self.db,
+            db or self.db,
             config=self.config,
             clock=fixed(self.now) if self.now else None,
             actor="cli",
@@ -268,7 +269,8 @@ def _fail(message: str, code: int, exc: BaseException | None = None) -> int:
 
         trace = "".join(traceback.format_exception(exc)).rstrip("\n")
         click.echo(logs.redact(trace), err=True)
-    click.echo(f"memkeeper: error: {logs.redact(message)}", err=True)
+    one_line = " ".join(message.split()) if "\n" in message or "\r" in message else message
+    click.echo(f"memkeeper: error: {logs.redact(one_line)}", err=True)
     return code
 
 

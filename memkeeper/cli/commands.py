@@ -35,6 +35,7 @@ COMMAND_MODULES = {
     "demo": "demo_cmd",
     "mcp": "mcp_cmd",
     **dict.fromkeys(("backup", "restore-backup"), "backup_cmd"),
+    "migrate-to": "migrate_cmd",
     "summarize": "summarize_cmd",
     **dict.fromkeys(("run", "service"), "service_cmd"),
 }

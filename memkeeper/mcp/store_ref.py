@@ -66,7 +66,7 @@ class StoreRef:
     ) -> None:
         self._clock: Clock | None = None
         if store is not None:
-            path, config, self._clock = store.path, store.config, store.clock
+            path, config, self._clock = _location(store), store.config, store.clock
         self._path = path
         self._config = config
         self._given = store
@@ -180,6 +180,15 @@ class StoreRef:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+
+def _location(store: MemoryStore) -> str | Path:
+    """What opens ``store``'s database again: its file, or on PostgreSQL its URL as given
+    (``store.path`` is then the URL with its password masked, for messages: opening that
+    would be refused)."""
+    if store.storage.one_database:
+        return store.storage.url.conninfo()  # type: ignore[attr-defined]
+    return store.path
 
 
 def _flush_often(ref: weakref.ref[StoreRef], stop: threading.Event) -> None:

@@ -40,9 +40,15 @@ def explain(exc: BaseException) -> tuple[str, int] | None:
     psycopg = sys.modules.get("psycopg")  # loaded only when a PostgreSQL store was opened
     if psycopg is not None and isinstance(exc, psycopg.Error):
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        if isinstance(exc, psycopg.OperationalError):
-            return f"PostgreSQL: {first}; try again when the server answers", EXIT_BUSY
-        return f"database error (PostgreSQL): {first}", EXIT_DATABASE
+        state = getattr(exc, "sqlstate", None) or ""
+        lost = not state or state.startswith(("08", "57P"))  # connection exception, shutdown
+        if isinstance(exc, psycopg.OperationalError) and lost:
+            return (
+                f"the connection to PostgreSQL was lost ({first}); nothing of this command "
+                "that was not reported done was kept: run it again",
+                EXIT_BUSY,
+            )
+        return f"database error (PostgreSQL {state or 'driver'}: {first})", EXIT_DATABASE
     return None
 
 

@@ -100,6 +100,8 @@ def dump_databases(hot_path: Path) -> dict[str, list[str]]:
     Two dumps compare equal exactly when both databases hold the same schema and rows, so a
     test takes one before and one after an operation that must write nothing.
     """
+    if is_postgres(hot_path):
+        return _pg_dump(str(hot_path))
     result: dict[str, list[str]] = {}
     for path in (Path(hot_path), cold_path_for(Path(hot_path))):
         if not path.exists():
@@ -115,6 +117,13 @@ def dump_databases(hot_path: Path) -> dict[str, list[str]]:
 
 _PG_ORDER = {"uses": "memory_id, day", "job_runs": "started_at, run_id"}
 _PG_ONLY_COLUMNS = ("rowid", "search_text", "search_words", "embedding")
+
+
+def _pg_dump(url: str) -> dict[str, list[str]]:
+    """:func:`dump_databases` of the PostgreSQL test database: every memkeeper table's rows."""
+    from memkeeper.storage.postgres.ddl import TABLES
+
+    return {table: [repr(row) for row in _pg_rows(url, table)] for table in TABLES}
 
 
 def _pg_rows(url: str, table: str) -> list[dict[str, Any]]:

@@ -202,3 +202,12 @@ def create_database(server: TestServer, prefix: str) -> str:
     with psycopg.connect(server.url, autocommit=True, connect_timeout=10) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return server.url_for(name)
+
+
+ROLE_PASSWORD = "role-Pa55word-7q"
+"""The password of tests/postgres/conftest.py's ``role`` (a login role the server checks)."""
+
+
+def as_role(url: str, user: str, password: str | None) -> str:
+    """The test database's URL as ``user`` (with ``password`` in it, or none: libpq's)."""
+    return url.replace("postgres:@", f"{user}:{password}@" if password else f"{user}@", 1)

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from helpers.postgres import TestServer
+from helpers.postgres import ROLE_PASSWORD, TestServer
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 HERE = Path(__file__).resolve().parent
 
@@ -61,3 +62,29 @@ def pg_schema(pg_shared_database: str) -> Iterator[tuple[str, str]]:
     yield pg_shared_database, schema
     with psycopg.connect(pg_shared_database, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def role(pg_database: str) -> Iterator[str]:
+    """A login role with ROLE_PASSWORD that owns the test database (the server checks passwords
+    of every role but the superuser). The extensions are there already, as a DBA would do."""
+    name = f"mk_role_{uuid.uuid4().hex[:8]}"
+    dbname = conninfo_to_dict(pg_database)["dbname"]
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(name), sql.Literal(ROLE_PASSWORD)
+            )
+        )
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
+                sql.Identifier(dbname), sql.Identifier(name)
+            )
+        )
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    yield name
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute(sql.SQL("REASSIGN OWNED BY {} TO postgres").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))

@@ -1,0 +1,186 @@
+"""``memkeeper migrate-to postgresql://…``: a SQLite memory moves to PostgreSQL with nothing lost.
+
+A SQLite memory with rows in every table (hot and cold entries, messages, episodes, the
+change log, a tombstone, uses, job runs, vectors) is copied into a new database; the tables
+then hold the same rows (ids included), the identity sequences continue past them, every
+explanation reads the same on both, and the store on PostgreSQL keeps working. A target that
+holds anything is refused, and nothing is written to it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from freezegun import freeze_time
+from helpers import T0, raw_rows
+
+from memkeeper import MemoryStore
+from memkeeper.cli import main
+from memkeeper.maintenance.runner import run_once
+from memkeeper.storage.postgres.migrate_to import TABLES, copy_memory
+from memkeeper.storage.vectors import store_vectors
+
+DAY = timedelta(days=1)
+# SQLite-only bookkeeping has no rows to compare; everything else must be identical.
+COMPARED = [t for t in TABLES if t != "vectors"]
+
+
+def filled_sqlite(path: Path) -> dict[str, str]:
+    """A SQLite memory with rows in every table the migration copies; returns some ids."""
+    with freeze_time(T0) as frozen, MemoryStore(path) as store:
+        beijing = store.remember("alice", "city", "Beijing")
+        frozen.tick(DAY)
+        store.remember("alice", "city", "Shanghai", source="stated by the user")
+        note = store.add_note("alice", "Met Bob about the Q3 report", namespace="work")
+        store.remember("bob", "tone", "brief", kind="preference")
+        gone = store.remember("bob", "secret", "the code is 1234")
+        store.recall("alice", "city")
+        store.append_message("alice", "s1", "user", "hello")
+        store.append_message("alice", "s1", "assistant", "hi there")
+        store.record_episode("alice", "weekly report", namespace="work")
+        store.forget("bob", "secret")
+        with store.storage.lock:
+            store_vectors(store.storage.hot, [(note.id, "m", 2, "h", b"\x00" * 8)])
+        grey = store.config.jobs.settle.grey_days
+        run_once(store, ["settle"], now=T0 + (grey + 2) * DAY)
+    return {"cold": beijing.id, "note": note.id, "erased": gone.id}
+
+
+def source_rows(tmp_path: Path, table: str) -> list[dict[str, object]]:
+    """A table of the SQLite memory (``uses`` has no rowid: by its key, as on PostgreSQL)."""
+    if table != "uses":
+        return raw_rows(
+            tmp_path / ("memory-cold.db" if table == "cold_memories" else "memory.db"), table
+        )
+    conn = sqlite3.connect(tmp_path / "memory.db")
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute("SELECT * FROM uses ORDER BY memory_id, day")]
+    finally:
+        conn.close()
+
+
+def counts(url: str) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        return {
+            t: conn.execute(f"SELECT count(*) FROM memkeeper.{t}").fetchone()[0] for t in TABLES
+        }
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_migrate_to_copies_every_table_with_its_ids_and_the_store_works_on(
+    tmp_path: Path, pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memory.db"
+    ids = filled_sqlite(db)
+    for table in COMPARED:
+        assert source_rows(tmp_path, table), table
+
+    code, out, err = run_cli(capsys, "--db", str(db), "migrate-to", pg_database, "--json")
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert report["explanations_compared"] >= 3
+    for table in TABLES:
+        pair = report["tables"][table]
+        assert pair["sqlite"] == pair["postgresql"] > 0, table
+
+    # The same rows, ids and all (raw_rows drops only what PostgreSQL alone has).
+    for table in COMPARED:
+        assert raw_rows(pg_database, table) == source_rows(tmp_path, table), table
+    [vector] = raw_rows(pg_database, "vectors")
+    assert (vector["memory_id"], bytes(vector["vector"])) == (ids["note"], b"\x00" * 8)
+
+    with MemoryStore(db) as sqlite_store, MemoryStore(pg_database) as pg_store:
+        for memory_id in (ids["cold"], ids["note"]):
+            assert pg_store.explain(memory_id) == sqlite_store.explain(memory_id)
+        assert pg_store.get(ids["cold"]).state == "cold"  # type: ignore[union-attr]
+        assert pg_store.recall("alice", "city").value == "Shanghai"  # type: ignore[union-attr]
+        assert [m.content for m in pg_store.history("alice", "s1")] == ["hello", "hi there"]
+        # The identity sequences continue past the copied ids: new rows get new ids.
+        last = max(row["id"] for row in raw_rows(pg_database, "changes"))
+        message = pg_store.append_message("alice", "s1", "user", "again")
+        assert message.id > max(m.id for m in sqlite_store.history("alice", "s1"))
+        pg_store.remember("carol", "city", "Oslo")
+        assert max(row["id"] for row in raw_rows(pg_database, "changes")) == last + 1
+
+
+def test_a_target_with_rows_is_refused_and_nothing_is_written(
+    tmp_path: Path, pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memory.db"
+    filled_sqlite(db)
+    with MemoryStore(pg_database) as there:
+        there.remember("zoe", "city", "Lima")
+    before = counts(pg_database)
+
+    code, out, err = run_cli(capsys, "--db", str(db), "migrate-to", pg_database)
+    assert code == 73 and out == ""
+    assert "is not empty (rows in memories, changes)" in err and "Nothing was written" in err
+    assert len(err.strip().splitlines()) == 1
+    assert counts(pg_database) == before
+
+
+def test_a_failed_check_rolls_the_whole_copy_back(tmp_path: Path, pg_database: str) -> None:
+    db = tmp_path / "memory.db"
+    filled_sqlite(db)
+
+    def refuse() -> None:
+        raise RuntimeError("a check failed")
+
+    with (
+        MemoryStore(db) as source,
+        MemoryStore(pg_database) as target,
+        pytest.raises(RuntimeError, match="a check failed"),
+    ):
+        copy_memory(source.storage, target.storage, verify=refuse)
+    assert set(counts(pg_database).values()) == {0}
+
+
+def test_a_source_column_the_target_lacks_is_refused_not_dropped(
+    tmp_path: Path, pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memory.db"
+    filled_sqlite(db)
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE episodes ADD COLUMN mood TEXT")
+    conn.commit()
+    conn.close()
+    code, out, err = run_cli(capsys, "--db", str(db), "migrate-to", pg_database)
+    assert code == 74 and out == ""
+    assert "episodes has columns the PostgreSQL schema lacks (mood)" in err
+    assert set(counts(pg_database).values()) == {0}
+
+
+def test_without_vectors_the_embeddings_stay_behind(
+    tmp_path: Path, pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memory.db"
+    filled_sqlite(db)
+    code, out, _ = run_cli(capsys, "--db", str(db), "migrate-to", pg_database, "--no-vectors")
+    assert code == 0
+    assert "verified: every table's row count" in out
+    assert counts(pg_database)["vectors"] == 0 and counts(pg_database)["memories"] > 0
+
+
+def test_the_url_must_be_postgresql_and_the_source_sqlite(
+    tmp_path: Path, pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memory.db"
+    MemoryStore(db).close()
+    code, _, err = run_cli(capsys, "--db", str(db), "migrate-to", str(tmp_path / "other.db"))
+    assert code == 2 and "postgresql:// URL" in err
+    MemoryStore(pg_database).close()
+    code, _, err = run_cli(capsys, "--db", pg_database, "migrate-to", pg_database)
+    assert code == 2 and "already on PostgreSQL" in err
+    code, _, err = run_cli(capsys, "--db", str(tmp_path / "none.db"), "migrate-to", pg_database)
+    assert code == 66
