@@ -125,8 +125,8 @@ class PostgresConnection:
                 self._reopen()
                 return call()
             raise DatabaseUnreachable(
-                f"the connection to {self.where} was lost during a statement ({_reason(exc)});"
-                " what it was writing did not commit"
+                f"the connection to PostgreSQL was lost during a statement ({self.where}: "
+                f"{_reason(exc)}); what it was writing did not commit"
             ) from None
 
     def execute(self, sql: str, parameters: Any = None) -> psycopg.Cursor:
