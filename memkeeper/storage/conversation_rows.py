@@ -6,9 +6,10 @@ recent episodes; the summarize job's reads and marks are in :mod:`memkeeper.stor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from memkeeper.storage.files import placeholders
+from memkeeper.storage.files import chunks, placeholders
 from memkeeper.storage.handle import Handle
 from memkeeper.storage.transaction import write_transaction
 
@@ -51,3 +52,23 @@ def recent_episodes(db: Handle, user_id: str, namespace: str, limit: int) -> lis
             [user_id, namespace, limit],
         )
     )
+
+
+def by_ids(db: Handle, ids: Sequence[int]) -> list[dict[str, Any]]:
+    """The messages of ``ids`` still held (id, role, content, created_at), in chunks."""
+    found: list[dict[str, Any]] = []
+    for part in chunks(list(ids)):
+        found += db.query(
+            "SELECT id, role, content, created_at FROM messages"
+            f" WHERE id IN ({placeholders(len(part))})",
+            list(part),
+        )
+    return found
+
+
+def counts(db: Handle) -> tuple[int, int, int]:
+    """(messages, of them unsummarized, episodes) of the whole database."""
+    messages = db.execute("SELECT count(*), count(*) - count(summarized_at) FROM messages")
+    total, unsummarized = messages.fetchone()
+    episodes = db.execute("SELECT count(*) FROM episodes").fetchone()[0]
+    return int(total), int(unsummarized), int(episodes)

@@ -124,3 +124,25 @@ def retain_thinned_through(db: Database) -> int:
             " WHERE job = 'retain'"
         ).fetchone()
     return int(row[0] or 0)
+
+
+def recent(db: Database, job: str | None, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs (of ``job``, if given), newest first."""
+    sql = "SELECT * FROM job_runs"
+    params: list[Any] = []
+    if job is not None:
+        sql += " WHERE job = ?"
+        params.append(job)
+    sql += " ORDER BY started_at DESC, run_id DESC LIMIT ?"
+    params.append(limit)
+    return list(db.query(sql, params))
+
+
+def last_of_each_job(db: Database) -> list[dict[str, Any]]:
+    """Each job's latest run, by job name."""
+    return list(
+        db.query(
+            "SELECT * FROM job_runs WHERE started_at = (SELECT max(started_at) FROM"
+            " job_runs AS newest WHERE newest.job = job_runs.job) ORDER BY job"
+        )
+    )

@@ -195,3 +195,14 @@ def active_profile_and_project(
             [user_id, namespace, min_confidence],
         )
     )
+
+
+def counts_by_state_and_kind(hot: Handle, cold: Handle | None) -> dict[str, dict[str, int]]:
+    """How many memories of each kind are in each state (``cold``: cold storage's)."""
+    found: dict[str, dict[str, int]] = {}
+    for row in hot.query("SELECT state, kind, count(*) AS n FROM memories GROUP BY state, kind"):
+        found.setdefault(row["state"], {})[row["kind"]] = int(row["n"])
+    if cold is not None:
+        for row in cold.query("SELECT kind, count(*) AS n FROM cold_memories GROUP BY kind"):
+            found.setdefault("cold", {})[row["kind"]] = int(row["n"])
+    return found

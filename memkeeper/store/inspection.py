@@ -14,7 +14,8 @@ from memkeeper.audit.explain import explain as render_explanation
 from memkeeper.audit.log import query_changes
 from memkeeper.errors import NotFound
 from memkeeper.records import Change, JobRun
-from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage import conversation_rows, memory_reads
+from memkeeper.storage import job_runs as stored_runs
 from memkeeper.storage.uses import uses_of
 from memkeeper.store.core import StoreCore
 from memkeeper.store.listing import get
@@ -91,30 +92,21 @@ def source_messages(core: StoreCore, found: list[Change]) -> dict[int, str]:
         }
     )
     quotes = {}
-    for part in chunks(ids):
-        for row in core.storage.hot.query(
-            "SELECT id, role, content, created_at FROM messages"
-            f" WHERE id IN ({placeholders(len(part))})",
-            list(part),
-        ):
-            text = " ".join(row["content"].split())
-            text = text if len(text) <= 160 else text[:159] + "…"
-            when = row["created_at"][:16].replace("T", " ")
-            quotes[row["id"]] = f"{row['role']}, {when} UTC: {text!r}"
+    with core.storage.lock:
+        rows = conversation_rows.by_ids(core.storage.hot, ids)
+    for row in rows:
+        text = " ".join(row["content"].split())
+        text = text if len(text) <= 160 else text[:159] + "…"
+        when = row["created_at"][:16].replace("T", " ")
+        quotes[row["id"]] = f"{row['role']}, {when} UTC: {text!r}"
     return quotes
 
 
 def job_runs(core: StoreCore, *, job: str | None, limit: int) -> list[JobRun]:
     """Recent job runs, newest first."""
-    sql = "SELECT * FROM job_runs"
-    params: list[Any] = []
-    if job is not None:
-        sql += " WHERE job = ?"
-        params.append(job)
-    sql += " ORDER BY started_at DESC, run_id DESC LIMIT ?"
-    params.append(core.limit(limit))
     with core.storage.lock:
-        return [JobRun.from_row(row) for row in core.storage.hot.query(sql, params)]
+        rows = stored_runs.recent(core.storage.hot, job, core.limit(limit))
+    return [JobRun.from_row(row) for row in rows]
 
 
 def status(core: StoreCore) -> dict[str, Any]:
@@ -123,30 +115,15 @@ def status(core: StoreCore) -> dict[str, Any]:
     ``database`` (server and schema versions, the masked URL; ``files`` is its tables)."""
     storage = core.storage
     with storage.lock:
-        counts: dict[str, dict[str, int]] = {}
-        for row in storage.hot.query(
-            "SELECT state, kind, count(*) AS n FROM memories GROUP BY state, kind"
-        ):
-            counts.setdefault(row["state"], {})[row["kind"]] = row["n"]
-        cold = storage.cold(create=False)
-        if cold is not None:
-            for row in cold.query("SELECT kind, count(*) AS n FROM cold_memories GROUP BY kind"):
-                counts.setdefault("cold", {})[row["kind"]] = row["n"]
-        messages = storage.hot.execute(
-            "SELECT count(*), count(*) - count(summarized_at) FROM messages"
-        ).fetchone()
-        episodes = storage.hot.execute("SELECT count(*) FROM episodes").fetchone()[0]
+        counts = memory_reads.counts_by_state_and_kind(storage.hot, storage.cold(create=False))
+        messages, unsummarized, episodes = conversation_rows.counts(storage.hot)
         last_runs = {
-            row["job"]: JobRun.from_row(row)
-            for row in storage.hot.query(
-                "SELECT * FROM job_runs WHERE started_at = (SELECT max(started_at) FROM"
-                " job_runs AS newest WHERE newest.job = job_runs.job) ORDER BY job"
-            )
+            row["job"]: JobRun.from_row(row) for row in stored_runs.last_of_each_job(storage.hot)
         }
         database, files = storage_status(storage)
     result = {
         "counts": counts,
-        "messages": {"total": messages[0], "unsummarized": messages[1]},
+        "messages": {"total": messages, "unsummarized": unsummarized},
         "episodes": episodes,
         "files": files,
         "warnings": size_warnings(files, core.config.status),
