@@ -28,6 +28,10 @@ How blocks are found and run:
   activating a virtual environment and ``pip install`` are not run (this suite already runs
   in an installed environment); every ``pip install`` line, skipped block or not, must
   install this project (``.`` or ``memkeeper``) with extras that pyproject.toml defines.
+* Every section runs twice: on SQLite, and on PostgreSQL (the suite's test server; the
+  default database, ``MemoryStore()`` and ``memkeeper`` without ``--db``, is then the test
+  PostgreSQL database, emptied first, through ``MEMKEEPER_DB``). A block about SQLite's own
+  files, preceded by ``<!-- readme-test: sqlite-only (REASON) -->``, runs on SQLite only.
 * Every ``memkeeper ...`` command line in a shell block, skipped or not, must parse: the
   command exists and takes the options given (click parses it; nothing is run).
 * Every error class the README names is importable from ``memkeeper``.
@@ -56,7 +60,7 @@ from memkeeper.errors import MemkeeperError
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
-SKIP = re.compile(r"^<!-- readme-test: skip \((?P<reason>.*)\) -->$")
+SKIP = re.compile(r"^<!-- readme-test: (?P<kind>skip|sqlite-only) \((?P<reason>.*)\) -->$")
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
 PYTHON = {"python", "py", "python3"}
 SHELL = {"sh", "bash", "shell", "console"}
@@ -90,10 +94,16 @@ class Block:
     code: str
     section: str
     skip: str | None
+    sqlite_only: str | None = None
+    """Why the block is about SQLite's files (``<!-- readme-test: sqlite-only (...) -->``): it
+    runs in the SQLite tour only, not in the one on PostgreSQL."""
 
     @property
     def runnable(self) -> bool:
         return self.skip is None and (self.lang in PYTHON or self.lang in SHELL)
+
+    def runs_on(self, backend: str) -> bool:
+        return self.runnable and (backend == "sqlite" or self.sqlite_only is None)
 
 
 def parse_blocks(text: str, name: str = "README.md") -> list[Block]:
@@ -102,6 +112,7 @@ def parse_blocks(text: str, name: str = "README.md") -> list[Block]:
     blocks: list[Block] = []
     section = "(top)"
     skip: str | None = None
+    sqlite_only: str | None = None
     index = 0
     while index < len(lines):
         line = lines[index]
@@ -110,7 +121,8 @@ def parse_blocks(text: str, name: str = "README.md") -> list[Block]:
             if match is None or not match["reason"].strip():
                 raise ReadmeFormatError(
                     f"{name}:{index + 1}: a skip comment must read "
-                    f"'<!-- readme-test: skip (REASON) -->' with a reason; found {line.strip()!r}"
+                    f"'<!-- readme-test: skip (REASON) -->' (or sqlite-only (REASON)) with a "
+                    f"reason; found {line.strip()!r}"
                 )
             following = lines[index + 1] if index + 1 < len(lines) else ""
             if not FENCE.match(following):
@@ -118,7 +130,10 @@ def parse_blocks(text: str, name: str = "README.md") -> list[Block]:
                     f"{name}:{index + 1}: a skip comment must sit on the line right above a "
                     "code block's opening fence"
                 )
-            skip = match["reason"].strip()
+            if match["kind"] == "skip":
+                skip = match["reason"].strip()
+            else:
+                sqlite_only = match["reason"].strip()
             index += 1
             continue
         fence = FENCE.match(line)
@@ -137,8 +152,8 @@ def parse_blocks(text: str, name: str = "README.md") -> list[Block]:
             raise ReadmeFormatError(f"{name}:{index + 1}: this code block is never closed")
         # A block indented in a list item: its lines lose the fence's indentation.
         code = "\n".join(line[indent:] for line in lines[index + 1 : end]) + "\n"
-        blocks.append(Block(fence["lang"].lower(), index + 1, code, section, skip))
-        skip = None
+        blocks.append(Block(fence["lang"].lower(), index + 1, code, section, skip, sqlite_only))
+        skip = sqlite_only = None
         index = end + 1
     return blocks
 
@@ -271,11 +286,18 @@ def close_stores(namespace: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     "blocks", sections(), ids=[f"L{group[0].line}-{group[0].section}" for group in sections()]
 )
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_the_sections_blocks_run(
     blocks: list[Block],
+    backend: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if not any(block.runs_on(backend) for block in blocks):
+        pytest.skip("every block of this section is about SQLite's files (sqlite-only)")
     home = tmp_path / "home"
     work = tmp_path / "work"
     work.mkdir()
@@ -287,11 +309,20 @@ def test_the_sections_blocks_run(
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.chdir(work)
+    if backend == "postgres":
+        # The default database is the test PostgreSQL: MemoryStore() and memkeeper use it.
+        from helpers.backends import empty_memory
+
+        url = request.getfixturevalue("pg_suite_url")
+        empty_memory(url)
+        monkeypatch.setenv("MEMKEEPER_DB", url)
     env = dict(os.environ)
     env["PATH"] = f"{entry_point(tmp_path)}{os.pathsep}{env.get('PATH', '')}"
     namespace: dict[str, Any] = {"__name__": "__readme__"}
     try:
         for block in blocks:
+            if not block.runs_on(backend):
+                continue
             if block.lang in PYTHON:
                 run_python(block, namespace)
             else:
@@ -347,6 +378,13 @@ def test_a_skip_with_a_reason_skips_exactly_the_next_block() -> None:
         True,
     )
     assert not third.runnable
+
+
+def test_a_sqlite_only_block_runs_on_sqlite_and_not_on_postgresql() -> None:
+    text = "# A\n<!-- readme-test: sqlite-only (the files) -->\n```sh\nls\n```\n```sh\ntrue\n```\n"
+    first, second = parse_blocks(text)
+    assert first.sqlite_only == "the files" and first.runs_on("sqlite")
+    assert not first.runs_on("postgres") and second.runs_on("postgres")
 
 
 def test_a_block_indented_in_a_list_item_is_found() -> None:
