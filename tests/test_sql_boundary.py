@@ -22,8 +22,7 @@ Exempt, on purpose (the test also fails when an exemption is no longer needed, s
 stays true):
 
 - ``memkeeper/bench/``: ``floor.py`` is raw SQL on purpose (the floor the store is measured
-  against), the rest generates and measures databases directly;
-- ``memkeeper/demo/run.py``: the demo's own look into the file.
+  against), the rest generates and measures databases directly.
 
 Which modules may import a driver at all is also an import-linter contract ("Only storage
 talks to a database driver", pyproject.toml, checked by ``.ci/lint-layers``).
@@ -43,10 +42,7 @@ from memkeeper.storage.merge_candidates import MERGEABLE
 
 REPO = Path(__file__).resolve().parents[1]
 
-REMAINING = (
-    "memkeeper/bench/",
-    "memkeeper/demo/run.py",
-)
+REMAINING = ("memkeeper/bench/",)
 """Paths (a folder ends with ``/``) that still run SQL or name the driver: issue 22's rest."""
 
 DRIVERS = ("sqlite3", "sqlite_utils", "psycopg", "psycopg_pool")

@@ -44,6 +44,7 @@ from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmNotConfigured
 from memkeeper.maintenance import curation
 from memkeeper.maintenance.runner import JobResult, run_job
+from memkeeper.storage import change_reads
 from memkeeper.store import MemoryStore
 
 START = (2027, 1, 1)
@@ -279,10 +280,9 @@ class Simulation:
     def count_agent_changes(self) -> None:
         """What the agents' writes and recalls changed since the last count, by month, read
         from the change log as it is written (a later erasure takes its rows away)."""
-        rows = self.store.storage.hot.execute(
-            "SELECT id, at, action FROM changes WHERE id > ? AND actor LIKE 'agent:%' ORDER BY id",
-            [self.changes_seen],
-        ).fetchall()
+        rows = change_reads.changes_by_actor_after(
+            self.store.storage.hot, self.changes_seen, "agent:"
+        )
         for change_id, at, action in rows:
             self.month(from_db(at) or self.clock()).changes_by_agents[action] += 1
             self.changes_seen = change_id
@@ -310,9 +310,7 @@ def _no_sync(store: MemoryStore) -> None:
     It is a throwaway (or a sample to look at): a power loss mid-demo costs nothing, while
     the runner's checkpoint after each of a simulated year's runs would wait on the disk.
     """
-    for db in (store.storage.hot, store.storage.cold(create=True)):
-        if db is not None:
-            db.conn.execute("PRAGMA synchronous = OFF")
+    change_reads.write_without_sync(store.storage)
 
 
 def _has_key(config: Config, environ: Mapping[str, str] | None) -> bool:

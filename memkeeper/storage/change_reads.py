@@ -37,3 +37,28 @@ def select_changes(
         sql += " LIMIT ?"
         params.append(limit)
     return list(db.query(sql, params))
+
+
+def changes_by_actor_after(db: Database, after: int, actor_prefix: str) -> list[tuple]:
+    """(id, at, action) of the rows after change ``after`` whose actor starts with
+    ``actor_prefix`` (``agent:``), oldest first."""
+    pattern = actor_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return [
+        tuple(row)
+        for row in db.execute(
+            "SELECT id, at, action FROM changes WHERE id > ? AND actor LIKE ? ESCAPE '\\'"
+            " ORDER BY id",
+            [after, pattern],
+        ).fetchall()
+    ]
+
+
+def write_without_sync(storage: Any) -> None:
+    """Commit a throwaway database without waiting for the disk (the demo's): SQLite's
+    ``synchronous = OFF`` on both files, PostgreSQL's ``synchronous_commit = off``."""
+    if storage.one_database:
+        storage.hot.execute("SET synchronous_commit = off")
+        return
+    for db in (storage.hot, storage.cold(create=True)):
+        if db is not None:
+            db.conn.execute("PRAGMA synchronous = OFF")
