@@ -313,9 +313,7 @@ def test_explain(run: Cli) -> None:
     assert "no memory with id '0000000000000000'" in one_error_line(err)
 
 
-# PG: left — status reads SQLite's PRAGMA page_size (storage/space.py); status on
-# PostgreSQL is the wt-pgforget branch's.
-@pytest.mark.sqlite_only
+@pytest.mark.sqlite_only  # the two files; PostgreSQL: tests/postgres/test_pg_forget.py
 def test_status(run: Cli) -> None:
     run.ok("remember", "alice", "city", "Beijing")
     run.ok("remember", "alice", "city", "Shanghai")
@@ -339,9 +337,6 @@ def test_status(run: Cli) -> None:
 # -- forgetting -----------------------------------------------------------------------------
 
 
-# PG: left — forget reads SQLite's pending_scrubs (storage/forgetting.py); forget on
-# PostgreSQL is the wt-pgforget branch's.
-@pytest.mark.sqlite_only
 def test_forget_commands(run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     run.ok("remember", "alice", "city", "Beijing")
     run.ok("remember", "alice", "city", "Shanghai")
@@ -421,9 +416,6 @@ def test_db_option_and_environment(
     capsys.readouterr()
 
 
-# PG: left — status reads SQLite's PRAGMA page_size (storage/space.py); status on
-# PostgreSQL is the wt-pgforget branch's.
-@pytest.mark.sqlite_only
 def test_version_and_verbose(run: Cli, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"memkeeper, version {__version__}\n"
@@ -449,20 +441,8 @@ READ_COMMANDS = [
 ]
 
 
-PG_LEFT = {
-    "status": "status on PostgreSQL is the wt-pgforget branch's (PRAGMA page_size)",
-    **dict.fromkeys(
-        ("forget", "forget-id", "forget-user"),
-        "forget on PostgreSQL is the wt-pgforget branch's (pending_scrubs)",
-    ),
-}
-"""Commands whose PostgreSQL side another branch completes: skipped there until it merges."""
-
-
 @pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda argv: argv[0])
-def test_json_output_is_one_json_document(run: Cli, argv: list[str], backend: str) -> None:
-    if backend == "postgres" and argv[0] in PG_LEFT:
-        pytest.skip(f"PG: left — {PG_LEFT[argv[0]]}")
+def test_json_output_is_one_json_document(run: Cli, argv: list[str]) -> None:
     memory = run.json("remember", "alice", "city", "Beijing")
     other = run.json("note", "alice", "to be erased")
     with MemoryStore(run.db_path) as store:

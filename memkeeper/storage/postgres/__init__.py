@@ -1,6 +1,13 @@
-"""The PostgreSQL backend (issue 22, in progress): URLs, the connection pool, the schema, status.
+"""The PostgreSQL backend (issue 22): the same memory, API, jobs and change log on a server.
 
-Nothing above ``storage/`` uses it yet: ``MemoryStore`` cannot open a ``postgresql://`` URL.
-The driver (psycopg 3, psycopg_pool, pgvector) is the optional extra ``memkeeper[postgres]``;
-importing this package does not import it (``url`` needs no driver).
+:class:`~memkeeper.storage.postgres.storage.PostgresStorage` is the ``Storage`` of a
+``postgresql://`` URL (:mod:`memkeeper.storage.opening` picks it); the storage functions of
+``storage/`` run on its :class:`~memkeeper.storage.postgres.database.PostgresDatabase`
+through :mod:`~memkeeper.storage.postgres.dialect`, and the modules here hold what only
+PostgreSQL does: the schema and its migrations (``ddl``, ``schema``), the write locks
+(``write_locks``), job and service locks (``job_locks``), keyword candidates and vector
+hashes (``keywords``, ``vectors``), forget's VACUUM (``forgetting``), status, backups'
+refusal, ``migrate-to``, URLs and connections (``url``, ``pool``). The driver (psycopg 3,
+psycopg_pool, pgvector) is the optional extra ``memkeeper[postgres]``; importing this package
+does not import it (``url`` needs no driver).
 """
