@@ -8,7 +8,8 @@ users (English and Chinese, several namespaces), a user past the scan threshold,
 cold storage, a fake embedding for every current entry — with the same ids and times into a
 SQLite file and into PostgreSQL, runs the same sequence of searches (keyword-only, then
 hybrid; searches mark their hits used, identically on both) and contexts on each, and
-compares the hits: the same entries, in the same order, with the same scores.
+compares the hits: the same entries, in the same order, with the same scores — and what
+the index and merge jobs would select (stale vectors, merge candidates) in the same order.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from memkeeper import MemoryStore
 from memkeeper.bench.search_eval import load_eval_set
 from memkeeper.clock import fixed, to_db
 from memkeeper.config import Config
-from memkeeper.storage import keywords
-from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
+from memkeeper.storage import keywords, merge_candidates
+from memkeeper.storage.vectors import embedding_text, stale_entries, store_vectors, text_hash
 from memkeeper.store import semantic
 
 pytestmark = pytest.mark.postgres
@@ -153,6 +154,11 @@ def _answers(target: Path | str, config: Config, monkeypatch: pytest.MonkeyPatch
     out: list[Any] = []
     with MemoryStore(target, config=config, clock=fixed(NOW)) as store:
         _fill(store)
+        with store.storage.lock:  # what the index and merge jobs would pick, in their order
+            hot = store.storage.hot
+            out.append(repr(stale_entries(hot, model="another-model", dims=DIMS, limit=40)))
+            out.append(repr(merge_candidates.all_pairs(hot)))
+            out.append(repr([e["id"] for e in merge_candidates.mergeable_entries(hot, "bob", "")]))
         for hybrid in (False, True):
             if hybrid:
                 monkeypatch.setenv(KEY_ENV, "fake.key-for-tests")
@@ -181,6 +187,7 @@ def test_one_data_set_gives_the_same_hits_on_sqlite_and_postgres(
         semantic.reset()
         on_postgres = _answers(pg_suite_url, config, monkeypatch)
     assert len(on_sqlite) == len(on_postgres)
+    assert "[]" not in on_sqlite[:3]  # stale vectors, merge pairs and entries: something each
     searches = [a for a in on_sqlite if isinstance(a, tuple)]
     assert sum(1 for *_, hits in searches if hits) >= 0.9 * len(searches)  # it finds things
     assert any(a[0] == LARGE_USER and a[3] for a in searches)

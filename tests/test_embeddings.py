@@ -230,6 +230,33 @@ def test_a_vector_of_the_entrys_own_text_is_current_whatever_the_text(db_path: P
     store.close()
 
 
+def test_storing_a_batch_replaces_each_vector_with_a_higher_rowid(db_path: Path) -> None:
+    """One row per entry, the last given for it winning; a replaced vector gets a rowid above
+    every earlier one (the merge job's watermark), on both backends; an entry that is gone
+    gets none."""
+    store = MemoryStore(db_path)
+    a, b = store.remember("u1", "a", "first"), store.remember("u1", "b", "second")
+    hot = store.storage.hot
+
+    def row(memory_id: str, text: str) -> tuple[str, str, int, str, list[float]]:
+        return (memory_id, "embedding-3", DIMS, text_hash(text), fake_vector(text))
+
+    with store.storage.lock:
+        assert store_vectors(hot, [row(a.id, "one"), row(b.id, "two")]) == 2
+        before = hot.execute("SELECT max(rowid) FROM vectors").fetchone()[0]
+        written = store_vectors(
+            hot, [row(a.id, "three"), row(b.id, "four"), row(a.id, "five"), row("gone", "x")]
+        )
+        stored = {
+            r[0]: (r[1], r[2])
+            for r in hot.execute("SELECT memory_id, value_hash, rowid FROM vectors").fetchall()
+        }
+    assert written == 2 and set(stored) == {a.id, b.id}
+    assert stored[a.id][0] == text_hash("five") and stored[b.id][0] == text_hash("four")
+    assert min(rowid for _, rowid in stored.values()) > before
+    store.close()
+
+
 def test_another_model_or_dimension_is_re_embedded_and_never_mixed(
     db_path: Path, fake: FakeEmbeddings
 ) -> None:

@@ -125,17 +125,24 @@ def store_vectors(db: Database, rows: Iterable[VectorRow]) -> int:
         values.append((memory_id, model, dims, value_hash, blob, memory_id))
     if not values:
         return 0
-    written = 0
+    # One row per entry, the last one given winning (as replacing them in turn would).
+    values = list({value[0]: value for value in values}.values())
+    insert = (
+        "INSERT INTO vectors (memory_id, model, dims, value_hash, vector)"
+        " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?)"
+    )
     with immediate_transaction(db):
-        for value in values:
-            # Replaced, not updated in place: a re-embedded entry gets a new, higher rowid,
-            # which is how the merge job finds vectors written since its last run.
+        # Replaced, not updated in place: a re-embedded entry gets a new, higher rowid,
+        # which is how the merge job finds vectors written since its last run.
+        if getattr(db, "dialect", "sqlite") == "postgres":
+            # An identity rowid is never reused: the batch in two statements (each a round
+            # trip), not two per vector.
+            db.conn.executemany("DELETE FROM vectors WHERE memory_id = ?", [v[:1] for v in values])
+            return int(db.conn.executemany(insert, values).rowcount)
+        written = 0
+        for value in values:  # one by one: SQLite gives a deleted highest rowid out again
             db.conn.execute("DELETE FROM vectors WHERE memory_id = ?", (value[0],))
-            written += db.conn.execute(
-                "INSERT INTO vectors (memory_id, model, dims, value_hash, vector)"
-                " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?)",
-                value,
-            ).rowcount
+            written += db.conn.execute(insert, value).rowcount
     return written
 
 
