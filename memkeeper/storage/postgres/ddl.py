@@ -10,15 +10,17 @@ better:
   SQLite's second file and its ``moves_in_flight`` protocol are not needed);
 - ids of messages, episodes, changes and tombstones are identity columns (``BY DEFAULT``, so
   an import can carry its ids);
-- keyword search: a ``tsvector`` column generated from key and value (``simple``
-  configuration: no stemming, any language) with a GIN index, and a pg_trgm GIN index on the
-  same text for substrings and CJK (trigrams of any script);
-- vectors: a ``vector`` column of pgvector without a fixed dimension (models differ); the
-  HNSW index is partial per model and dimension (``vector_index.py``), created when a model
-  is first used, where the dimension allows one (pgvector indexes up to 2,000);
-- ``vectors`` carries its entry's ``user_id`` and ``namespace``, so that a search filters by
-  owner inside the index scan; like SQLite, no foreign keys: the store deletes a vector or a
-  use with its entry itself (and a key would lock the entry's row on every insert);
+- ``rowid``: an identity column of ``memories``, ``cold_memories`` and ``vectors``, so the
+  statements that page or watermark by SQLite's rowid run unchanged;
+- keyword search: ``search_text``, generated from key and value, with a pg_trgm GIN index:
+  substrings of any script (CJK included), as SQLite's FTS5 trigram index finds them, so
+  both backends hand the same candidates to the same scorer (a ``tsvector`` of whole words
+  could not find "pd" in "pdf" or a character inside a Chinese run);
+- vectors: float32 bytes in ``vector`` as on SQLite (the same numpy ranking on both), and a
+  pgvector ``embedding`` column with the owner beside it for an HNSW index per model and
+  dimension (``vector_index.py``), which the ranking does not use yet; like SQLite, no
+  foreign keys: the store deletes a vector or a use with its entry itself (and a key would
+  lock the entry's row on every insert);
 - no ``pending_scrubs``: it tracks SQLite's byte-level erasure of freed pages.
 
 Steps are named like SQLite's and never edited once released: a change is a new step at the
@@ -45,10 +47,8 @@ _MEMORY_COLUMNS = """
     access_count INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
     state_since TEXT NOT NULL,
     last_used_at TEXT NOT NULL,
-    -- Keyword search over key and value: words (any language, no stemming) and trigrams.
-    search_text TEXT GENERATED ALWAYS AS (COALESCE(key, '') || ' ' || value) STORED,
-    search_words TSVECTOR GENERATED ALWAYS AS
-        (to_tsvector('simple'::regconfig, COALESCE(key, '') || ' ' || value)) STORED
+    -- Keyword search over key and value: trigrams of any script (memories_trigrams).
+    search_text TEXT GENERATED ALWAYS AS (COALESCE(key, '') || ' ' || value) STORED
 """
 
 _INITIAL = f"""
@@ -66,7 +66,6 @@ CREATE INDEX memories_due_by_use
 CREATE INDEX memories_due_by_state ON {{schema}}.memories (state, state_since, id);
 CREATE INDEX memories_ttl_override ON {{schema}}.memories (ttl_days, state, last_used_at, id)
     WHERE ttl_days IS NOT NULL;
-CREATE INDEX memories_words ON {{schema}}.memories USING gin (search_words);
 CREATE INDEX memories_trigrams ON {{schema}}.memories USING gin (search_text gin_trgm_ops);
 
 CREATE TABLE {{schema}}.cold_memories (
@@ -77,7 +76,6 @@ CREATE TABLE {{schema}}.cold_memories (
 );
 CREATE INDEX cold_by_owner ON {{schema}}.cold_memories (user_id, namespace, kind, key);
 CREATE INDEX cold_by_retired ON {{schema}}.cold_memories (retired_at);
-CREATE INDEX cold_words ON {{schema}}.cold_memories USING gin (search_words);
 CREATE INDEX cold_trigrams ON {{schema}}.cold_memories USING gin (search_text gin_trgm_ops);
 
 CREATE TABLE {{schema}}.messages (

@@ -10,8 +10,7 @@ purge). Like FTS5's trigrams it matches substrings of any script (CJK included),
 same rows qualify on both backends and the same Python scorer (:mod:`memkeeper.store.bm25`)
 ranks them: the same query gives the same hits.
 
-The generated ``search_words`` tsvector is not used for candidates: its words are whole
-tokens (``simple`` configuration), and the scorer needs substring candidates ("pd" of
+There is no ``tsvector`` of whole words: the scorer needs substring candidates ("pd" of
 "pdf", a stem's prefix, one CJK character inside a run), which only trigrams give exactly.
 
 Matching is case-insensitive through ``ILIKE`` (PostgreSQL's ``LIKE`` is case-sensitive,
