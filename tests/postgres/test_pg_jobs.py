@@ -1,42 +1,21 @@
-"""Jobs on PostgreSQL: the job lock is a session advisory lock, a killed connection loses nothing.
+"""Jobs on PostgreSQL: the job lock is a session advisory lock of its own connection.
 
-The job, undo and transition tests run on both backends (tests/test_jobs_*.py, test_undo.py,
-test_transitions.py, test_locks.py); these are the cases only PostgreSQL has: the lock lives
-in the server, keyed per schema, on a connection of its own, and a connection the server
-kills in the middle of a job.
+The job, undo, transition and lock tests run on both backends (tests/test_jobs_*.py,
+test_undo.py, test_transitions.py, test_locks.py); these are the cases only PostgreSQL has:
+the lock lives in the server, on a connection of its own, keyed per schema. (A connection
+the server kills in the middle of a job: tests/postgres/test_pg_job_faults.py.)
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import psycopg
 import pytest
-from freezegun import freeze_time
-from helpers import current_images, replay
 
 from memkeeper import MemoryStore
-from memkeeper.clock import fixed
 from memkeeper.errors import LockBusy
 from memkeeper.maintenance.locks import jobs_lock
-from memkeeper.maintenance.runner import run_once
-from memkeeper.storage import transitions
 from memkeeper.storage.postgres.job_locks import LOCK_CLASS, lock_key
 from memkeeper.storage.postgres.storage import PostgresStorage
-
-START = datetime(2026, 1, 1, 9, tzinfo=UTC)
-LATER = START + timedelta(days=400)
-
-
-def _superseded(url: str, count: int = 12) -> list[str]:
-    """``count`` superseded values (settle retires them to cold storage at LATER)."""
-    with freeze_time(START) as clock, MemoryStore(url) as store:
-        for index in range(count):
-            store.remember("u", f"k{index}", "old")
-        clock.move_to(START + timedelta(hours=1))
-        for index in range(count):
-            store.remember("u", f"k{index}", "new")
-        return [m.id for m in store.list_memories("u", state="superseded")]
 
 
 def test_the_job_lock_is_a_session_lock_of_its_own_connection(pg_database: str) -> None:
@@ -79,35 +58,3 @@ def test_each_schema_has_its_own_job_lock(pg_schema: tuple[str, str]) -> None:
             storage.close()
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}_b" CASCADE')
-
-
-def test_a_connection_killed_mid_job_rolls_back_and_the_next_run_completes(
-    pg_database: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    ids = _superseded(pg_database)
-    store = MemoryStore(pg_database, clock=fixed(LATER))
-    victim = store.storage.hot.raw.info.backend_pid
-
-    def kill(step: str) -> None:
-        if step == "hot-written":  # everything written, nothing committed yet
-            with psycopg.connect(pg_database, autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
-
-    monkeypatch.setattr(transitions, "step_hook", kill)
-    with pytest.raises(Exception):  # noqa: B017 - the store lost its connection
-        run_once(store, ["settle"])
-    monkeypatch.setattr(transitions, "step_hook", lambda step: None)
-    store.close()
-
-    with MemoryStore(pg_database, clock=fixed(LATER)) as again:
-        # The killed transaction rolled back whole: nothing moved, nothing logged.
-        assert {again.get(i).state for i in ids} == {"superseded"}
-        assert [c for c in again.changes() if c.action == "retire"] == []
-        result = run_once(again, ["settle"]).results[0]
-        assert (result.status, result.counts) == ("ok", {"retire (superseded)": len(ids)})
-        assert {again.get(i).state for i in ids} == {"cold"}
-        assert len([c for c in again.changes() if c.action == "retire"]) == len(ids)
-        # The killed run is closed as interrupted by the next run (it held the job lock).
-        runs = [(run.job, run.status) for run in again.job_runs()]
-        assert sorted(runs) == [("settle", "interrupted"), ("settle", "ok")]
-        assert replay(again) == current_images(again)
