@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from helpers.backends import empty_memory
 
 from memkeeper import MemoryStore
 from memkeeper.errors import LockBusy
@@ -18,11 +19,19 @@ from memkeeper.storage.postgres.job_locks import LOCK_CLASS, lock_key
 from memkeeper.storage.postgres.storage import PostgresStorage
 
 
-def test_the_job_lock_is_a_session_lock_of_its_own_connection(pg_database: str) -> None:
-    with MemoryStore(pg_database) as store:
+@pytest.fixture
+def memory_url(pg_suite_url: str) -> str:
+    """The suite's shared test database, emptied (cheaper than a database of its own,
+    whose DROP waits for a checkpoint)."""
+    empty_memory(pg_suite_url)
+    return pg_suite_url
+
+
+def test_the_job_lock_is_a_session_lock_of_its_own_connection(memory_url: str) -> None:
+    with MemoryStore(memory_url) as store:
         lock = jobs_lock(store.storage)
         with lock.hold():
-            with psycopg.connect(pg_database, autocommit=True) as probe:
+            with psycopg.connect(memory_url, autocommit=True) as probe:
                 rows = probe.execute(
                     "SELECT l.pid, a.application_name FROM pg_locks l"
                     " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
