@@ -8,12 +8,16 @@ the server kills in the middle of a job: tests/postgres/test_pg_job_faults.py.)
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import psycopg
 import pytest
 from helpers.backends import empty_memory
 
 from memkeeper import MemoryStore
-from memkeeper.errors import LockBusy
+from memkeeper.errors import DatabaseUnreachable, LockBusy
 from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.storage.postgres.job_locks import LOCK_CLASS, lock_key
 from memkeeper.storage.postgres.storage import PostgresStorage
@@ -67,3 +71,37 @@ def test_each_schema_has_its_own_job_lock(pg_schema: tuple[str, str]) -> None:
             storage.close()
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}_b" CASCADE')
+
+
+def test_a_lock_wait_whose_session_the_server_ends_fails_as_our_error(memory_url: str) -> None:
+    """The server goes away while a run-once waits for the job lock: DatabaseUnreachable
+    (exit 75), not the driver's exception."""
+    label = f"memkeeper pid {os.getpid()} on %"
+    with MemoryStore(memory_url) as store, jobs_lock(store.storage).hold():
+        with psycopg.connect(memory_url, autocommit=True) as admin:
+            (holder,) = admin.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND classid = %s AND objid = %s",
+                (LOCK_CLASS, lock_key("memkeeper", "jobs")),
+            ).fetchone()
+        ended: list[int] = []
+
+        def end_the_waiters_session() -> None:
+            deadline = time.monotonic() + 30
+            with psycopg.connect(memory_url, autocommit=True) as admin:
+                while not ended and time.monotonic() < deadline:
+                    for (pid,) in admin.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s"
+                        " AND pid != %s",
+                        (label, holder),
+                    ).fetchall():
+                        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                        ended.append(pid)
+                    time.sleep(0.02)
+
+        killer = threading.Thread(target=end_the_waiters_session, daemon=True)
+        killer.start()
+        with pytest.raises(DatabaseUnreachable, match="lost while taking the job run lock"):
+            jobs_lock(store.storage).acquire(60)
+        killer.join(30)
+        assert ended
