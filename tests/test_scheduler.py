@@ -38,6 +38,8 @@ from memkeeper.service.scheduler import (
 )
 from memkeeper.service.triggers import JobTrigger, job_triggers, previous_fire_time
 
+pytestmark = pytest.mark.both_backends
+
 # Default schedules (UTC): settle 03:15 daily, expire 03:00 daily, demote 04:00 on the 1st,
 # prune 03:30 daily, retain 04:45 on Sundays, summarize hourly (make_config turns the last
 # two off).
@@ -446,7 +448,7 @@ def test_abandoned_runs_are_marked_interrupted(clocked_store: MemoryStore) -> No
 
 def test_runs_of_a_live_process_are_not_marked(clocked_store: MemoryStore) -> None:
     seed_run(clocked_store, "demote", NOW, status="running")
-    with jobs_lock(clocked_store.path).hold():  # a run-once is running it right now
+    with jobs_lock(clocked_store.storage).hold():  # a run-once is running it right now
         assert mark_abandoned_runs(clocked_store) == 0
     status = clocked_store.storage.hot.execute("SELECT status FROM job_runs").fetchone()[0]
     assert status == "running"
