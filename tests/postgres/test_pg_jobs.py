@@ -1,9 +1,9 @@
-"""Jobs on PostgreSQL: the job lock is a session advisory lock of its own connection.
+"""Jobs on PostgreSQL: the job lock is a session advisory lock, a killed connection loses nothing.
 
-The job, undo, transition and lock tests run on both backends (tests/test_jobs_*.py,
-test_undo.py, test_transitions.py, test_locks.py); these are the cases only PostgreSQL has:
-the lock lives in the server, on a connection of its own, keyed per schema. (A connection
-the server kills in the middle of a job: tests/postgres/test_pg_job_faults.py.)
+The job, undo and transition tests run on both backends (tests/test_jobs_*.py, test_undo.py,
+test_transitions.py, test_locks.py); these are the cases only PostgreSQL has: the lock lives
+in the server, keyed per schema, on a connection of its own, and a connection the server
+kills in the middle of a job.
 """
 
 from __future__ import annotations
@@ -11,16 +11,36 @@ from __future__ import annotations
 import os
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+from freezegun import freeze_time
+from helpers import current_images, replay
 from helpers.backends import empty_memory
 
 from memkeeper import MemoryStore
+from memkeeper.clock import fixed
 from memkeeper.errors import DatabaseUnreachable, LockBusy
 from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.maintenance.runner import run_once
+from memkeeper.storage import transitions
 from memkeeper.storage.postgres.job_locks import LOCK_CLASS, lock_key
 from memkeeper.storage.postgres.storage import PostgresStorage
+
+START = datetime(2026, 1, 1, 9, tzinfo=UTC)
+LATER = START + timedelta(days=400)
+
+
+def _superseded(url: str, count: int = 12) -> list[str]:
+    """``count`` superseded values (settle retires them to cold storage at LATER)."""
+    with freeze_time(START) as clock, MemoryStore(url) as store:
+        for index in range(count):
+            store.remember("u", f"k{index}", "old")
+        clock.move_to(START + timedelta(hours=1))
+        for index in range(count):
+            store.remember("u", f"k{index}", "new")
+        return [m.id for m in store.list_memories("u", state="superseded")]
 
 
 @pytest.fixture
@@ -71,6 +91,38 @@ def test_each_schema_has_its_own_job_lock(pg_schema: tuple[str, str]) -> None:
             storage.close()
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}_b" CASCADE')
+
+
+def test_a_connection_killed_mid_job_rolls_back_and_the_next_run_completes(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = _superseded(pg_database)
+    store = MemoryStore(pg_database, clock=fixed(LATER))
+    victim = store.storage.hot.raw.info.backend_pid
+
+    def kill(step: str) -> None:
+        if step == "hot-written":  # everything written, nothing committed yet
+            with psycopg.connect(pg_database, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
+
+    monkeypatch.setattr(transitions, "step_hook", kill)
+    failed = run_once(store, ["settle"]).results[0]  # the store reconnects to record it
+    monkeypatch.setattr(transitions, "step_hook", lambda step: None)
+    store.close()
+    assert failed.status == "failed" and "did not commit" in (failed.error or "")
+
+    with MemoryStore(pg_database, clock=fixed(LATER)) as again:
+        # The killed transaction rolled back whole: nothing moved, nothing logged.
+        assert {again.get(i).state for i in ids} == {"superseded"}
+        assert [c for c in again.changes() if c.action == "retire"] == []
+        result = run_once(again, ["settle"]).results[0]
+        assert (result.status, result.counts) == ("ok", {"retire (superseded)": len(ids)})
+        assert {again.get(i).state for i in ids} == {"cold"}
+        assert len([c for c in again.changes() if c.action == "retire"]) == len(ids)
+        # The killed run was recorded failed, on the connection that replaced the killed one.
+        runs = [(run.job, run.status) for run in again.job_runs()]
+        assert sorted(runs) == [("settle", "failed"), ("settle", "ok")]
+        assert replay(again) == current_images(again)
 
 
 def test_a_lock_wait_whose_session_the_server_ends_fails_as_our_error(memory_url: str) -> None:
