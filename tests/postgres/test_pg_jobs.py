@@ -94,15 +94,15 @@ def test_each_schema_has_its_own_job_lock(pg_schema: tuple[str, str]) -> None:
 
 
 def test_a_connection_killed_mid_job_rolls_back_and_the_next_run_completes(
-    pg_database: str, monkeypatch: pytest.MonkeyPatch
+    memory_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ids = _superseded(pg_database)
-    store = MemoryStore(pg_database, clock=fixed(LATER))
+    ids = _superseded(memory_url)
+    store = MemoryStore(memory_url, clock=fixed(LATER))
     victim = store.storage.hot.raw.info.backend_pid
 
     def kill(step: str) -> None:
         if step == "hot-written":  # everything written, nothing committed yet
-            with psycopg.connect(pg_database, autocommit=True) as admin:
+            with psycopg.connect(memory_url, autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
 
     monkeypatch.setattr(transitions, "step_hook", kill)
@@ -111,7 +111,7 @@ def test_a_connection_killed_mid_job_rolls_back_and_the_next_run_completes(
     store.close()
     assert failed.status == "failed" and "did not commit" in (failed.error or "")
 
-    with MemoryStore(pg_database, clock=fixed(LATER)) as again:
+    with MemoryStore(memory_url, clock=fixed(LATER)) as again:
         # The killed transaction rolled back whole: nothing moved, nothing logged.
         assert {again.get(i).state for i in ids} == {"superseded"}
         assert [c for c in again.changes() if c.action == "retire"] == []
