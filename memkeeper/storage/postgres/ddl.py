@@ -9,8 +9,7 @@ better:
 - cold storage is the table ``cold_memories`` in the same schema (a move is one transaction;
   SQLite's second file and its ``moves_in_flight`` protocol are not needed);
 - ids of messages, episodes, changes and tombstones are identity columns (``BY DEFAULT``, so
-  an import can carry its ids); memories, cold_memories, vectors and job_runs have a ``rowid``
-  identity column, so SQL naming SQLite's rowid (insertion order) runs alike;
+  an import can carry its ids);
 - keyword search: a ``tsvector`` column generated from key and value (``simple``
   configuration: no stemming, any language) with a GIN index, and a pg_trgm GIN index on the
   same text for substrings and CJK (trigrams of any script);
@@ -134,7 +133,7 @@ CREATE INDEX changes_by_action ON {{schema}}.changes (action, id);
 
 CREATE TABLE {{schema}}.job_runs (
     run_id TEXT PRIMARY KEY,
-    rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,  -- insertion order, as SQLite's rowid
     job TEXT NOT NULL,
     trigger TEXT NOT NULL,
     scheduled_for TEXT,
