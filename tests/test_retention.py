@@ -25,7 +25,8 @@ from memkeeper.errors import InvalidInput
 from memkeeper.maintenance.runner import run_once
 from memkeeper.maintenance.undo import undo_run
 from memkeeper.paths import cold_path_for
-from memkeeper.storage import transitions
+from memkeeper.storage import job_runs, transitions
+from memkeeper.storage.retention import KEPT_FIELDS
 from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
 from memkeeper.storage.transitions import reconcile_now
 
@@ -132,6 +133,46 @@ def test_a_dry_run_counts_what_it_would_thin_and_writes_nothing(db_path: Path) -
         assert result.stats["thinned_rows"] == 1
         assert raw_rows(db_path, "changes") == before
         store.close()
+
+
+def test_the_next_run_starts_past_the_highest_watermark_compared_as_a_number(
+    db_path: Path,
+) -> None:
+    """``thinned_through`` is read back as a number: 10 is past 9 (as text, "9" > "10")."""
+    with MemoryStore(db_path) as store:
+        for index, mark in enumerate((9, 10, 2)):
+            run_id = f"20260101T00000{index}Z-retain-000{index}"
+            job_runs.record_start(store.storage, run_id, "retain", "manual", None, START)
+            job_runs.record_end(
+                store.storage,
+                run_id,
+                finished_at=START,
+                status="ok",
+                counts={"stats": {"thinned_through": mark, "thinned_rows": 0}},
+                error=None,
+            )
+        assert job_runs.retain_thinned_through(store.storage.hot) == 10
+
+
+def test_a_thinned_image_keeps_the_kept_fields_with_their_types(db_path: Path) -> None:
+    with freeze_time(START) as clock:
+        store = MemoryStore(db_path)
+        store.remember("alice", "city", "Beijing", source="chat", confidence=0.95)
+        store.remember("alice", "city", "Shanghai", confidence=0.6)  # supersedes
+        clock.move_to(START + 400 * DAY)
+        assert retain(store)["stats"]["thinned_rows"] == 3  # two creations, one supersede
+        images = images_of(db_path)
+        store.close()
+    created = [after for action, _before, after in images if action == "create"]
+    assert [(a["value"], a["confidence"], a["thinned"]) for a in created] == [
+        ("Beijing", 0.95, True),
+        ("Shanghai", 0.6, True),
+    ]
+    (before, after) = next((b, a) for action, b, a in images if action == "supersede")
+    assert before["state"] == "active" and after["state"] == "superseded"
+    assert before["access_count"] == 0 and before["cold_reason"] is None
+    assert "value" not in before and "value" not in after
+    assert set(before) == {*KEPT_FIELDS, "thinned"}
 
 
 # -- undo and its window --------------------------------------------------------------------

@@ -38,6 +38,8 @@ from memkeeper.service.scheduler import (
 )
 from memkeeper.service.triggers import JobTrigger, job_triggers, previous_fire_time
 
+pytestmark = pytest.mark.both_backends
+
 # Default schedules (UTC): settle 03:15 daily, expire 03:00 daily, demote 04:00 on the 1st,
 # prune 03:30 daily, retain 04:45 on Sundays, summarize hourly (make_config turns the last
 # two off).
@@ -338,6 +340,10 @@ def test_a_failing_job_does_not_stop_the_others(
     assert "expire" in [name for name, _ in due_jobs(clocked_store)]
 
 
+# PG: left — main's reconnect (d7c32b6) reopens a connection the store itself closed, so on
+# PostgreSQL this store keeps working after close(); PostgresConnection.close() should drop its
+# opener (then a closed store fails as on SQLite). Not in this branch's database.py.
+@pytest.mark.sqlite_only
 def test_an_unexpected_error_is_logged_not_raised(clocked_store: MemoryStore) -> None:
     jobs = ServiceJobs(clocked_store)
     clocked_store.close()  # the database went away under the service
@@ -446,7 +452,7 @@ def test_abandoned_runs_are_marked_interrupted(clocked_store: MemoryStore) -> No
 
 def test_runs_of_a_live_process_are_not_marked(clocked_store: MemoryStore) -> None:
     seed_run(clocked_store, "demote", NOW, status="running")
-    with jobs_lock(clocked_store.path).hold():  # a run-once is running it right now
+    with jobs_lock(clocked_store.storage).hold():  # a run-once is running it right now
         assert mark_abandoned_runs(clocked_store) == 0
     status = clocked_store.storage.hot.execute("SELECT status FROM job_runs").fetchone()[0]
     assert status == "running"

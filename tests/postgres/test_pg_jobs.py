@@ -8,16 +8,20 @@ kills in the middle of a job.
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 from freezegun import freeze_time
 from helpers import current_images, replay
+from helpers.backends import empty_memory
 
 from memkeeper import MemoryStore
 from memkeeper.clock import fixed
-from memkeeper.errors import LockBusy
+from memkeeper.errors import DatabaseUnreachable, LockBusy
 from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.maintenance.runner import run_once
 from memkeeper.storage import transitions
@@ -39,11 +43,19 @@ def _superseded(url: str, count: int = 12) -> list[str]:
         return [m.id for m in store.list_memories("u", state="superseded")]
 
 
-def test_the_job_lock_is_a_session_lock_of_its_own_connection(pg_database: str) -> None:
-    with MemoryStore(pg_database) as store:
+@pytest.fixture
+def memory_url(pg_suite_url: str) -> str:
+    """The suite's shared test database, emptied (cheaper than a database of its own,
+    whose DROP waits for a checkpoint)."""
+    empty_memory(pg_suite_url)
+    return pg_suite_url
+
+
+def test_the_job_lock_is_a_session_lock_of_its_own_connection(memory_url: str) -> None:
+    with MemoryStore(memory_url) as store:
         lock = jobs_lock(store.storage)
         with lock.hold():
-            with psycopg.connect(pg_database, autocommit=True) as probe:
+            with psycopg.connect(memory_url, autocommit=True) as probe:
                 rows = probe.execute(
                     "SELECT l.pid, a.application_name FROM pg_locks l"
                     " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
@@ -82,15 +94,15 @@ def test_each_schema_has_its_own_job_lock(pg_schema: tuple[str, str]) -> None:
 
 
 def test_a_connection_killed_mid_job_rolls_back_and_the_next_run_completes(
-    pg_database: str, monkeypatch: pytest.MonkeyPatch
+    memory_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ids = _superseded(pg_database)
-    store = MemoryStore(pg_database, clock=fixed(LATER))
+    ids = _superseded(memory_url)
+    store = MemoryStore(memory_url, clock=fixed(LATER))
     victim = store.storage.hot.raw.info.backend_pid
 
     def kill(step: str) -> None:
         if step == "hot-written":  # everything written, nothing committed yet
-            with psycopg.connect(pg_database, autocommit=True) as admin:
+            with psycopg.connect(memory_url, autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
 
     monkeypatch.setattr(transitions, "step_hook", kill)
@@ -99,7 +111,7 @@ def test_a_connection_killed_mid_job_rolls_back_and_the_next_run_completes(
     store.close()
     assert failed.status == "failed" and "did not commit" in (failed.error or "")
 
-    with MemoryStore(pg_database, clock=fixed(LATER)) as again:
+    with MemoryStore(memory_url, clock=fixed(LATER)) as again:
         # The killed transaction rolled back whole: nothing moved, nothing logged.
         assert {again.get(i).state for i in ids} == {"superseded"}
         assert [c for c in again.changes() if c.action == "retire"] == []
@@ -111,3 +123,37 @@ def test_a_connection_killed_mid_job_rolls_back_and_the_next_run_completes(
         runs = [(run.job, run.status) for run in again.job_runs()]
         assert sorted(runs) == [("settle", "failed"), ("settle", "ok")]
         assert replay(again) == current_images(again)
+
+
+def test_a_lock_wait_whose_session_the_server_ends_fails_as_our_error(memory_url: str) -> None:
+    """The server goes away while a run-once waits for the job lock: DatabaseUnreachable
+    (exit 75), not the driver's exception."""
+    label = f"memkeeper pid {os.getpid()} on %"
+    with MemoryStore(memory_url) as store, jobs_lock(store.storage).hold():
+        with psycopg.connect(memory_url, autocommit=True) as admin:
+            (holder,) = admin.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND classid = %s AND objid = %s",
+                (LOCK_CLASS, lock_key("memkeeper", "jobs")),
+            ).fetchone()
+        ended: list[int] = []
+
+        def end_the_waiters_session() -> None:
+            deadline = time.monotonic() + 30
+            with psycopg.connect(memory_url, autocommit=True) as admin:
+                while not ended and time.monotonic() < deadline:
+                    for (pid,) in admin.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s"
+                        " AND pid != %s",
+                        (label, holder),
+                    ).fetchall():
+                        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                        ended.append(pid)
+                    time.sleep(0.02)
+
+        killer = threading.Thread(target=end_the_waiters_session, daemon=True)
+        killer.start()
+        with pytest.raises(DatabaseUnreachable, match="lost while taking the job run lock"):
+            jobs_lock(store.storage).acquire(60)
+        killer.join(30)
+        assert ended

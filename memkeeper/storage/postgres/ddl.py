@@ -131,6 +131,7 @@ CREATE INDEX changes_by_action ON {{schema}}.changes (action, id);
 
 CREATE TABLE {{schema}}.job_runs (
     run_id TEXT PRIMARY KEY,
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,  -- insertion order, as SQLite's rowid
     job TEXT NOT NULL,
     trigger TEXT NOT NULL,
     scheduled_for TEXT,

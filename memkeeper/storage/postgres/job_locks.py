@@ -30,7 +30,7 @@ from collections.abc import Iterator
 
 import psycopg
 
-from memkeeper.errors import LockBusy
+from memkeeper.errors import DatabaseUnreachable, LockBusy
 from memkeeper.storage.postgres.pool import APPLICATION_NAME, DEFAULT_CONNECT_TIMEOUT, connect
 from memkeeper.storage.postgres.url import DatabaseUrl
 
@@ -129,10 +129,20 @@ class AdvisoryLock:
                         f"the {self.purpose} lock ({self.path}) is held by {holder}{waited}"
                     )
                 time.sleep(POLL_SECONDS)
+        except psycopg.OperationalError as exc:
+            conn.close()
+            raise self._lost(exc) from None
         except BaseException:
             conn.close()
             raise
         self._conn = conn
+
+    def _lost(self, exc: psycopg.Error) -> DatabaseUnreachable:
+        """The lock's connection failed (the server went away): memkeeper's own error."""
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return DatabaseUnreachable(
+            f"the connection to {self.url} was lost while taking the {self.purpose} lock ({first})"
+        )
 
     def release(self) -> None:
         """Give the lock up; closing the session would drop it too (a lost connection)."""
@@ -156,5 +166,8 @@ class AdvisoryLock:
         """Whether a session holds the lock now, and the holding process's pid (``status``),
         without taking it."""
         with connect(self.url, connect_timeout=self.connect_timeout, autocommit=True) as conn:
-            row = self._holder_row(conn)
+            try:
+                row = self._holder_row(conn)
+            except psycopg.OperationalError as exc:
+                raise self._lost(exc) from None
         return {"running": row is not None, "pid": row[1] if row else None}
