@@ -340,10 +340,6 @@ def test_a_failing_job_does_not_stop_the_others(
     assert "expire" in [name for name, _ in due_jobs(clocked_store)]
 
 
-# PG: left — main's reconnect (d7c32b6) reopens a connection the store itself closed, so on
-# PostgreSQL this store keeps working after close(); PostgresConnection.close() should drop its
-# opener (then a closed store fails as on SQLite). Not in this branch's database.py.
-@pytest.mark.sqlite_only
 def test_an_unexpected_error_is_logged_not_raised(clocked_store: MemoryStore) -> None:
     jobs = ServiceJobs(clocked_store)
     clocked_store.close()  # the database went away under the service

@@ -107,6 +107,8 @@ class PostgresConnection:
 
     def _reopen(self) -> None:
         if self.opener is None:
+            if self.raw.closed:
+                raise psycopg.InterfaceError("the connection is closed (the store was closed)")
             raise DatabaseUnreachable(f"the connection to {self.where} was lost")
         with contextlib.suppress(psycopg.Error):
             self.raw.close()
@@ -152,6 +154,8 @@ class PostgresConnection:
         return self.raw.cursor()
 
     def close(self) -> None:
+        """Close for good: a closed store's connection is never reopened."""
+        self.opener = None
         self.raw.close()
 
 

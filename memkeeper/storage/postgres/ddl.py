@@ -10,8 +10,9 @@ better:
   SQLite's second file and its ``moves_in_flight`` protocol are not needed);
 - ids of messages, episodes, changes and tombstones are identity columns (``BY DEFAULT``, so
   an import can carry its ids);
-- ``rowid``: an identity column of ``memories``, ``cold_memories`` and ``vectors``, so the
-  statements that page or watermark by SQLite's rowid run unchanged;
+- ``rowid``: an identity column of ``memories``, ``cold_memories``, ``vectors`` and
+  ``job_runs``, so the statements that page, watermark or order by SQLite's rowid run
+  unchanged;
 - keyword search: ``search_text``, generated from key and value, with a pg_trgm GIN index:
   substrings of any script (CJK included), as SQLite's FTS5 trigram index finds them, so
   both backends hand the same candidates to the same scorer (a ``tsvector`` of whole words
