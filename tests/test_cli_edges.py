@@ -227,3 +227,20 @@ def test_a_big_import_shows_progress_on_a_terminal_only(
     big.write_text(json.dumps({"facts": {f"k{i}": f"w{i}" for i in range(1500)}}))
     assert main(["--db", str(db_path), "import", str(big), "--user", "u"]) == 0
     assert "import:" not in capsys.readouterr().err
+
+
+def test_review_sessions_is_there_after_another_command_of_its_module_ran(tmp_path: Path) -> None:
+    """run-once loads jobs_cmd, which defines review; review's subcommand from summarize_cmd
+    must still load when review runs next in the same process (a fresh one: the lazy loading
+    is per process)."""
+    db = tmp_path / "memory.db"
+    script = (
+        "import sys\n"
+        "from memkeeper.cli import main\n"
+        f"assert main(['--db', {str(db)!r}, 'run-once', '--dry-run']) == 0\n"
+        f"sys.exit(main(['--db', {str(db)!r}, 'review', 'sessions']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr

@@ -57,6 +57,7 @@ class LazyGroup(click.Group):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._loaded: dict[str, click.Command] = {}
+        self._modules: set[str] = set()
         self._all_loaded = False
         super().__init__(*args, **kwargs)
 
@@ -73,7 +74,9 @@ class LazyGroup(click.Group):
         self._loaded = dict(value)
 
     def _load(self, module: str) -> None:
-
+        if module in self._modules:
+            return
+        self._modules.add(module)
         importlib.import_module(f"memkeeper.cli.{module}").register(self)
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
@@ -83,10 +86,12 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMAND_MODULES.get(cmd_name)
-        if cmd_name not in self._loaded and module is not None:
+        if module is not None:
             self._load(module)
-            for extra in ALSO_LOADS.get(cmd_name, ()):
-                self._load(extra)
+        # Also when the command came with another one's module (run-once brings review):
+        # its subcommands from elsewhere are loaded with it.
+        for extra in ALSO_LOADS.get(cmd_name, ()):
+            self._load(extra)
         return self._loaded.get(cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
