@@ -313,8 +313,8 @@ def test_explain(run: Cli) -> None:
     assert "no memory with id '0000000000000000'" in one_error_line(err)
 
 
-# PG: left — status reads SQLite's PRAGMA page_size (storage/space.py); status on
-# PostgreSQL is the wt-pgforget branch's.
+# The status of the two files (the cold file absent, files.hot): SQLite's. PostgreSQL's
+# status (server, schema, table sizes) is tested in tests/postgres.
 @pytest.mark.sqlite_only
 def test_status(run: Cli) -> None:
     run.ok("remember", "alice", "city", "Beijing")
