@@ -8,7 +8,8 @@ import pytest
 from helpers.logs import capture_logs
 
 from memkeeper.errors import InvalidInput
-from memkeeper.storage.postgres.url import is_database_url, mask_url, parse_url
+from memkeeper.paths import is_database_url
+from memkeeper.storage.postgres.url import mask_url, parse_url
 
 SECRET = "p@ss/w?rd&x"  # every character a URL parser trips on
 
