@@ -211,9 +211,6 @@ def test_list(run: Cli) -> None:
     assert run.ok("list", "--user", "nobody") == "(no memories)\n"
 
 
-# PG: left — run_once takes its job lock as a file beside the database
-# (maintenance/locks.py); PostgreSQL's advisory job locks are the wt-pgjobs branch's.
-@pytest.mark.sqlite_only
 def test_list_shows_cold_entries(run: Cli) -> None:
     with MemoryStore(run.db_path, clock=lambda: T0) as store:
         memory = store.remember("alice", "city", "Beijing")
@@ -248,9 +245,6 @@ def test_history(run: Cli) -> None:
     assert run("history", "bob", "s42")[:2] == (EXIT_NOT_FOUND, "")
 
 
-# PG: left — run_once takes its job lock as a file beside the database
-# (maintenance/locks.py); PostgreSQL's advisory job locks are the wt-pgjobs branch's.
-@pytest.mark.sqlite_only
 def test_log_filters_by_memory_run_user_and_action(run: Cli) -> None:
     a = run.json("remember", "alice", "city", "Beijing")
     run.json("remember", "alice", "city", "Shanghai", now=T0 + DAY)
@@ -339,9 +333,6 @@ def test_status(run: Cli) -> None:
 # -- forgetting -----------------------------------------------------------------------------
 
 
-# PG: left — forget reads SQLite's pending_scrubs (storage/forgetting.py); forget on
-# PostgreSQL is the wt-pgforget branch's.
-@pytest.mark.sqlite_only
 def test_forget_commands(run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     run.ok("remember", "alice", "city", "Beijing")
     run.ok("remember", "alice", "city", "Shanghai")
@@ -421,9 +412,6 @@ def test_db_option_and_environment(
     capsys.readouterr()
 
 
-# PG: left — status reads SQLite's PRAGMA page_size (storage/space.py); status on
-# PostgreSQL is the wt-pgforget branch's.
-@pytest.mark.sqlite_only
 def test_version_and_verbose(run: Cli, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"memkeeper, version {__version__}\n"
@@ -449,20 +437,8 @@ READ_COMMANDS = [
 ]
 
 
-PG_LEFT = {
-    "status": "status on PostgreSQL is the wt-pgforget branch's (PRAGMA page_size)",
-    **dict.fromkeys(
-        ("forget", "forget-id", "forget-user"),
-        "forget on PostgreSQL is the wt-pgforget branch's (pending_scrubs)",
-    ),
-}
-"""Commands whose PostgreSQL side another branch completes: skipped there until it merges."""
-
-
 @pytest.mark.parametrize("argv", READ_COMMANDS, ids=lambda argv: argv[0])
-def test_json_output_is_one_json_document(run: Cli, argv: list[str], backend: str) -> None:
-    if backend == "postgres" and argv[0] in PG_LEFT:
-        pytest.skip(f"PG: left — {PG_LEFT[argv[0]]}")
+def test_json_output_is_one_json_document(run: Cli, argv: list[str]) -> None:
     memory = run.json("remember", "alice", "city", "Beijing")
     other = run.json("note", "alice", "to be erased")
     with MemoryStore(run.db_path) as store:

@@ -185,9 +185,6 @@ def test_each_tool_works_and_every_change_names_the_tool_and_the_client(
     assert "mcp:remember" in explanation and f"mcp:{CLIENT}" in explanation
 
 
-# PG: left — forget on PostgreSQL (storage/forgetting.py reads SQLite's pending_scrubs) is the
-# wt-pgforget branch's; drop this mark once that branch is merged.
-@pytest.mark.sqlite_only
 @pytest.mark.parametrize("mode", MODES)
 def test_the_forget_tool_erases_by_key_and_by_id_and_names_the_tool(
     store: MemoryStore, mode: str
