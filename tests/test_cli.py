@@ -211,9 +211,6 @@ def test_list(run: Cli) -> None:
     assert run.ok("list", "--user", "nobody") == "(no memories)\n"
 
 
-# PG: left — run_once takes its job lock as a file beside the database
-# (maintenance/locks.py); PostgreSQL's advisory job locks are the wt-pgjobs branch's.
-@pytest.mark.sqlite_only
 def test_list_shows_cold_entries(run: Cli) -> None:
     with MemoryStore(run.db_path, clock=lambda: T0) as store:
         memory = store.remember("alice", "city", "Beijing")
@@ -248,9 +245,6 @@ def test_history(run: Cli) -> None:
     assert run("history", "bob", "s42")[:2] == (EXIT_NOT_FOUND, "")
 
 
-# PG: left — run_once takes its job lock as a file beside the database
-# (maintenance/locks.py); PostgreSQL's advisory job locks are the wt-pgjobs branch's.
-@pytest.mark.sqlite_only
 def test_log_filters_by_memory_run_user_and_action(run: Cli) -> None:
     a = run.json("remember", "alice", "city", "Beijing")
     run.json("remember", "alice", "city", "Shanghai", now=T0 + DAY)
@@ -313,7 +307,9 @@ def test_explain(run: Cli) -> None:
     assert "no memory with id '0000000000000000'" in one_error_line(err)
 
 
-@pytest.mark.sqlite_only  # the two files; PostgreSQL: tests/postgres/test_pg_forget.py
+# The status of the two files (the cold file absent, files.hot): SQLite's. PostgreSQL's
+# status (server, schema, table sizes) is tested in tests/postgres.
+@pytest.mark.sqlite_only
 def test_status(run: Cli) -> None:
     run.ok("remember", "alice", "city", "Beijing")
     run.ok("remember", "alice", "city", "Shanghai")

@@ -151,6 +151,11 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def _key(storage: Storage) -> str:
+    """Which buffer a storage's uses go to: its hot file's real path, or on PostgreSQL the
+    URL (masked, as stores print it) and schema — never a path made of the URL, which
+    would change with the working directory."""
+    if storage.one_database:
+        return f"{storage.hot_path}#{getattr(storage, 'schema', '')}"
     return os.path.realpath(storage.hot_path)
 
 

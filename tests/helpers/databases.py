@@ -121,9 +121,18 @@ _PG_ONLY_COLUMNS = ("rowid", "search_text", "search_words", "embedding")
 
 def _pg_dump(url: str) -> dict[str, list[str]]:
     """:func:`dump_databases` of the PostgreSQL test database: every memkeeper table's rows."""
+    import psycopg
+
     from memkeeper.storage.postgres.ddl import TABLES
 
-    return {table: [repr(row) for row in _pg_rows(url, table)] for table in TABLES}
+    with psycopg.connect(url, connect_timeout=10) as conn:  # one connection: 9 tables
+        return {
+            table: [
+                row[0]
+                for row in conn.execute(f"SELECT t::text FROM memkeeper.{table} AS t ORDER BY 1")
+            ]
+            for table in TABLES
+        }
 
 
 def _pg_rows(url: str, table: str) -> list[dict[str, Any]]:

