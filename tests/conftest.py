@@ -43,11 +43,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return None if any(path.is_dir() for path in named) else 0
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses the PostgreSQL server runs on one worker (one xdist_group), so a
-    run starts one server, not one per worker: two servers would also race on the modes of
-    the parent directories that pgserver opens and the suite puts back
-    (tests/helpers/postgres.py)."""
+    run starts one server, not one per worker: two servers race on the modes of the parent
+    directories that pgserver opens and the suite puts back (tests/helpers/postgres.py), and
+    the one stopped last then cannot run its pg_ctl. First of the hooks: xdist's worker reads
+    the marks in its own (tests/postgres/test_pg_one_server.py)."""
     for item in items:
         if "pg_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("postgres"))
