@@ -43,6 +43,20 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return None if any(path.is_dir() for path in named) else 0
 
 
+POSTGRES_TESTS = Path(__file__).resolve().parent / "postgres"
+
+
+def uses_postgres(item: pytest.Item) -> bool:
+    """Whether a test needs the PostgreSQL server: it takes ``pg_server`` (directly or through
+    another fixture), carries the ``postgres`` mark (the PostgreSQL case of a backend
+    parameter) or lives in tests/postgres/ (whose conftest marks it, after this hook)."""
+    return (
+        "pg_server" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("postgres") is not None
+        or POSTGRES_TESTS in item.path.resolve().parents
+    )
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses the PostgreSQL server runs on one worker (one xdist_group), so a
@@ -51,7 +65,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the one stopped last then cannot run its pg_ctl. First of the hooks: xdist's worker reads
     the marks in its own (tests/postgres/test_pg_one_server.py)."""
     for item in items:
-        if "pg_server" in getattr(item, "fixturenames", ()):
+        if uses_postgres(item):
             item.add_marker(pytest.mark.xdist_group("postgres"))
 
 
