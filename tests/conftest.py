@@ -29,6 +29,46 @@ T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 freezegun.configure(extend_ignore_list=["_pytest.timing"])
 
 
+# -- pytest-xdist (`-n auto --dist loadgroup` in pyproject's addopts) ------------------------
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """How many workers `-n auto` starts: none (this process) for a run of named files or
+    tests, where starting workers costs more than it saves; for the whole suite or a
+    directory, xdist's own count (``PYTEST_XDIST_AUTO_NUM_WORKERS``, else the cores)."""
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return None  # plain `pytest`: the testpaths, the whole suite
+    here = config.invocation_params.dir
+    named = [here / arg.split("::", 1)[0] for arg in config.args]
+    return None if any(path.is_dir() for path in named) else 0
+
+
+POSTGRES_TESTS = Path(__file__).resolve().parent / "postgres"
+
+
+def uses_postgres(item: pytest.Item) -> bool:
+    """Whether a test needs the PostgreSQL server: it takes ``pg_server`` (directly or through
+    another fixture), carries the ``postgres`` mark (the PostgreSQL case of a backend
+    parameter) or lives in tests/postgres/ (whose conftest marks it, after this hook)."""
+    return (
+        "pg_server" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("postgres") is not None
+        or POSTGRES_TESTS in item.path.resolve().parents
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the PostgreSQL server runs on one worker (one xdist_group), so a
+    run starts one server, not one per worker: two servers race on the modes of the parent
+    directories that pgserver opens and the suite puts back (tests/helpers/postgres.py), and
+    the one stopped last then cannot run its pg_ctl. First of the hooks: xdist's worker reads
+    the marks in its own (tests/postgres/test_pg_one_server.py)."""
+    for item in items:
+        if uses_postgres(item):
+            item.add_marker(pytest.mark.xdist_group("postgres"))
+
+
 @pytest.fixture(autouse=True)
 def isolated_user_dirs(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

@@ -25,14 +25,19 @@ from memkeeper.config.mcp import McpSection
 from memkeeper.mcp.http import HttpServer, plan
 
 CAP = 6
+# Short enough to wait for, long enough to open the capped sessions on a loaded machine: with
+# 1 s, the first session could end before the last one opened (two pytest-xdist workers).
+IDLE = 5
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[HttpServer]:
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HttpServer]:
+    """The server; its sessions end after ``request.param`` idle seconds (an hour unless the
+    test parametrizes it), so that a loaded machine never ends a session a test still uses."""
     logs.configure(level="info", fmt="json", stream=io.StringIO())
     section = McpSection(
         token_file=str(write_tokens(tmp_path / "tokens.toml")),
-        session_idle_seconds=1,
+        session_idle_seconds=getattr(request, "param", 3600),
         max_sessions_per_principal=CAP,
     )
     config = Config(mcp=section)
@@ -61,6 +66,7 @@ def wait_until(condition: object, seconds: float = 60.0) -> bool:
     return False
 
 
+@pytest.mark.parametrize("server", [IDLE], indirect=True)
 def test_sessions_are_capped_per_principal_and_expire_when_idle(server: HttpServer) -> None:
     tracemalloc.start()
     try:
@@ -78,7 +84,7 @@ def test_sessions_are_capped_per_principal_and_expire_when_idle(server: HttpServ
     assert refused.status_code == 429
     assert "too many open MCP sessions for this token (6" in refused.json()["error"]
     assert "max_sessions_per_principal" in refused.json()["error"]
-    assert refused.headers["retry-after"] == "1"
+    assert refused.headers["retry-after"] == str(IDLE)
     assert open_session(server.url, "bob").status_code == 200  # another principal is not held
     assert server.open_sessions() == CAP + 1
 

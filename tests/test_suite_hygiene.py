@@ -67,3 +67,13 @@ def test_a_plain_run_runs_everything() -> None:
 def test_the_readme_documents_the_quick_run() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert re.search(r'`pytest -m "not slow"`', readme)
+
+
+@pytest.mark.parametrize("case", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_the_postgresql_case_of_a_backend_parameter_runs_in_the_postgres_group(
+    request: pytest.FixtureRequest, case: str
+) -> None:
+    """tests/conftest.py puts every test that needs the server into one xdist_group, also
+    when it reaches the server only at run time (``request.getfixturevalue``)."""
+    groups = {mark.args[0] for mark in request.node.iter_markers("xdist_group")}
+    assert groups == ({"postgres"} if case == "postgres" else set())
