@@ -85,6 +85,18 @@ class Generated:
     agent_users: tuple[str, ...]
     seconds: float
 
+    @classmethod
+    def of_load(cls, counts: dict[str, int], users: int, began: float) -> Generated:
+        """What a load of :func:`tables` wrote (rows per table), timed from ``began``."""
+        return cls(
+            hot=counts["memories"],
+            cold=counts["cold_memories"],
+            messages=counts["messages"],
+            users=users,
+            agent_users=AGENT_USERS,
+            seconds=time.perf_counter() - began,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "hot_memories": self.hot,
@@ -368,11 +380,4 @@ def generate(
                 )
     finally:
         store.close()
-    return Generated(
-        hot=counts["memories"],
-        cold=counts["cold_memories"],
-        messages=counts["messages"],
-        users=users,
-        agent_users=AGENT_USERS,
-        seconds=time.perf_counter() - began,
-    )
+    return Generated.of_load(counts, users, began)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memkeeper.bench import measure
-from memkeeper.bench.generate import AGENT_USERS, NOW, Generated, tables
+from memkeeper.bench.generate import NOW, Generated, tables
 from memkeeper.config import Config
 from memkeeper.errors import InvalidInput
 
@@ -55,14 +55,7 @@ def load(url: str, config: Config, *, memories: int, users: int, seed: int) -> G
             counts[table] = bulk_load(storage, table, fields, rows)
     finally:
         storage.close()
-    return Generated(
-        hot=counts["memories"],
-        cold=counts["cold_memories"],
-        messages=counts["messages"],
-        users=users,
-        agent_users=AGENT_USERS,
-        seconds=time.perf_counter() - began,
-    )
+    return Generated.of_load(counts, users, began)
 
 
 def run_postgres(
@@ -90,14 +83,9 @@ def run_postgres(
             second = children.ask(("pass", url))
             say("postgres: reloading, then the agents during a pass")
             load(url, config, memories=memories, users=users, seed=seed)
-            children.agents_run()
-            with_agents = children.ask(("pass", url))
-            during = measure.latency(children.agents_stop(), with_agents["seconds"])
-            say("postgres: the agents with no pass")
-            idle_seconds = max(1.0, with_agents["seconds"])
-            children.agents_run()
-            time.sleep(idle_seconds)
-            idle = measure.latency(children.agents_stop(), idle_seconds)
+            with_agents, during, idle = children.agents_around_a_pass(
+                url, say=lambda: say("postgres: the agents with no pass")
+            )
         finally:
             children.close()
         say("postgres: call rates and search")

@@ -104,6 +104,20 @@ class Children:
             conn.send("stop")
         return [_receive(conn, process, what) for process, conn, what in self.agents]
 
+    def agents_around_a_pass(
+        self, path: str, *, say: Callable[[], None]
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The agents during a pass on ``path``, then for as long with no pass: (the
+        pass's figures, the agents' latency during it, their latency without it)."""
+        self.agents_run()
+        with_agents = self.ask(("pass", path))
+        during = measure.latency(self.agents_stop(), with_agents["seconds"])
+        say()
+        idle_seconds = max(1.0, with_agents["seconds"])
+        self.agents_run()
+        time.sleep(idle_seconds)
+        return with_agents, during, measure.latency(self.agents_stop(), idle_seconds)
+
     def close(self) -> None:
         for _, conn, _ in (self.runner, *self.agents):
             with contextlib.suppress(OSError):
@@ -166,14 +180,9 @@ def run_bench(options: Options, say: Callable[[str], None] = lambda _: None) -> 
             floor = children.ask(("floor", str(floor_db)))
             state = measure.compare_states(ours, floor_db)
             say("the agents during a pass")
-            children.agents_run()
-            with_agents = children.ask(("pass", str(busy)))
-            during = measure.latency(children.agents_stop(), with_agents["seconds"])
-            say("the agents with no pass")
-            idle_seconds = max(1.0, with_agents["seconds"])
-            children.agents_run()
-            time.sleep(idle_seconds)
-            idle = measure.latency(children.agents_stop(), idle_seconds)
+            with_agents, during, idle = children.agents_around_a_pass(
+                str(busy), say=lambda: say("the agents with no pass")
+            )
         finally:
             children.close()
         calls = api_calls(options.memories)

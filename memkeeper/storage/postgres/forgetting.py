@@ -10,7 +10,7 @@ SQLite's byte scrub (:mod:`memkeeper.storage.scrub`) does not apply: the server 
 files. What memkeeper can do is ask the server to reclaim the deleted row versions right
 away: after the commit, ``VACUUM (INDEX_CLEANUP ON)`` of each table the erasure deleted from
 (its TOAST table included). ``INDEX_CLEANUP ON`` because since PostgreSQL 14 a VACUUM may skip
-the indexes when few rows died, and the indexes (key, keyword trigrams and words) hold
+the indexes when few rows died, and the indexes (keys, keyword trigrams) hold
 what was erased too. VACUUM cannot run inside a transaction: it runs once the erasure
 committed, on a connection of its own in autocommit (the store's connection and lock stay
 free for this process's agents; VACUUM itself blocks no reader or writer). The erasure's
@@ -36,7 +36,7 @@ from psycopg import sql
 from memkeeper import logs
 from memkeeper.errors import MemkeeperError
 from memkeeper.storage import transitions
-from memkeeper.storage.postgres.pool import DEFAULT_CONNECT_TIMEOUT, connect
+from memkeeper.storage.postgres.pool import connect
 
 if TYPE_CHECKING:
     from memkeeper.storage.files import Storage
@@ -91,7 +91,7 @@ def vacuum(storage: Storage, tables: list[str], *, in_transaction: bool = False)
         )
         return []
     schema = storage.hot.schema  # type: ignore[attr-defined]
-    timeout = getattr(storage, "connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+    timeout = storage.connect_timeout  # type: ignore[attr-defined]
     done: list[str] = []
     try:
         with connect(storage.url, connect_timeout=timeout, autocommit=True) as conn:  # type: ignore[attr-defined]

@@ -56,7 +56,6 @@ class PostgresStorage(Storage):
         self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
         self.connect_timeout = connect_timeout
         self.hot_raw = self.cold_raw = None
-        self._connect_timeout = connect_timeout
         raw = connect(self.url, connect_timeout=connect_timeout)
         try:
             if not create and applied_steps(raw, schema) is None:
@@ -93,7 +92,7 @@ class PostgresStorage(Storage):
 
     def _open(self) -> psycopg.Connection:
         """A new connection like the first (after the server dropped the old one)."""
-        raw = connect(self.url, connect_timeout=self._connect_timeout, autocommit=True)
+        raw = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
         try:
             self._configure(raw)
         except BaseException:
