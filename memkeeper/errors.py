@@ -115,6 +115,18 @@ class LockBusy(MemkeeperError):
     exit_code = EXIT_BUSY
 
 
+class LockLost(LockBusy):
+    """A job's lock was lost (its session ended: a pause past the takeover time, a partition,
+    a server restart) and another holder may have taken it: the job's transaction rolled back."""
+
+
+class PoolerDetected(MemkeeperError):
+    """A session-scoped lock did not stay on its session: the connection goes through a
+    transaction-mode pooler (PgBouncer), which cannot hold a service's leadership."""
+
+    exit_code = EXIT_CONFIG
+
+
 class DatabaseUnreachable(MemkeeperError):
     """The database server did not answer within the connect timeout (or refused the connection)."""
 

@@ -448,7 +448,8 @@ def test_abandoned_runs_are_marked_interrupted(clocked_store: MemoryStore) -> No
 
 def test_runs_of_a_live_process_are_not_marked(clocked_store: MemoryStore) -> None:
     seed_run(clocked_store, "demote", NOW, status="running")
-    with jobs_lock(clocked_store.storage).hold():  # a run-once is running it right now
+    # A run-once (another process: another store) is running it right now.
+    with MemoryStore(clocked_store.path) as other, jobs_lock(other.storage).hold():
         assert mark_abandoned_runs(clocked_store) == 0
     status = clocked_store.storage.hot.execute("SELECT status FROM job_runs").fetchone()[0]
     assert status == "running"

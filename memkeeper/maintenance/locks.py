@@ -9,7 +9,14 @@ holder's pid is written into the file for the "held by" message.
 On PostgreSQL (a storage whose ``process_lock`` it offers) the same locks are session
 advisory locks on a connection of their own (:mod:`memkeeper.storage.postgres.job_locks`),
 with the same waiting and refusing: :func:`jobs_lock` and :func:`daemon_lock` take the
-store's storage and choose by its backend.
+store's storage and choose by its backend. There the job lock also *fences*: while it is
+held, every transaction of the storage checks before its commit that the lock's epoch is
+still this holder's (:mod:`memkeeper.storage.postgres.leadership`), so a holder that lost its
+lock (paused past ``service.takeover_seconds``) commits nothing after a new holder began.
+
+The job lock is re-entrant within one thread: the service takes it to decide whether a job
+is still due and keeps it while the runner takes it again to run the job, so no other
+process can run the job in between (exactly once per scheduled time across a fleet).
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -122,13 +131,118 @@ class ProcessLock(Protocol):
     def hold(self, wait_seconds: float = 0.0) -> contextlib.AbstractContextManager[Any]: ...
 
 
+_TAKEOVER: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+_JOB_LOCKS: weakref.WeakKeyDictionary[Any, ReentrantLock] = weakref.WeakKeyDictionary()
+_REGISTRY = threading.Lock()
+
+
+def set_takeover(storage: Storage, seconds: float) -> None:
+    """A PostgreSQL lock of ``storage`` whose holder stops answering is lost after
+    ``seconds`` (``service.takeover_seconds``); no effect on SQLite's flocks."""
+    _TAKEOVER[storage] = seconds
+
+
 def _lock(where: Path | Storage, name: str, purpose: str) -> ProcessLock:
     """The lock ``name`` of a memory: ``where`` is the hot file's path or the storage."""
     process_lock = getattr(where, "process_lock", None)
     if process_lock is not None:  # PostgreSQL: no file beside the database
-        return process_lock(name, purpose)  # type: ignore[no-any-return]
+        lock = process_lock(name, purpose)
+        if where in _TAKEOVER:
+            lock.idle_limit_seconds = _TAKEOVER[where]
+        return lock  # type: ignore[no-any-return]
     path = getattr(where, "hot_path", where)
     return FileLock(lock_path(Path(path), name), purpose)
+
+
+class ReentrantLock:
+    """A process lock one thread may take again while it holds it (released by the last
+    release). Another thread of the process waits as another process would. On PostgreSQL the
+    outermost acquisition installs the storage's fence (see the module docstring)."""
+
+    def __init__(self, inner: ProcessLock, storage: Any) -> None:
+        self.inner = inner
+        self.purpose = inner.purpose
+        self._storage = weakref.ref(storage) if storage is not None else None
+        self._owner: int | None = None
+        self._depth = 0
+        self._guard = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        return self._depth > 0 and self._owner == threading.get_ident()
+
+    @property
+    def path(self) -> Any:
+        return getattr(self.inner, "path", "")
+
+    def acquire(self, wait_seconds: float = 0.0) -> None:
+        me = threading.get_ident()
+        deadline = time.monotonic() + max(wait_seconds, 0.0)
+        waited = False
+        while True:
+            with self._guard:
+                if self._owner == me:
+                    self._depth += 1
+                    return
+                if self._owner is None:
+                    self._owner = me
+                    break
+            if time.monotonic() >= deadline:
+                raise LockBusy(f"the {self.purpose} lock is held by another thread of this process")
+            waited = True
+            time.sleep(POLL_SECONDS)
+        storage = self._storage() if self._storage is not None else None
+        if (
+            storage is not None
+            and storage in _TAKEOVER
+            and hasattr(self.inner, "idle_limit_seconds")
+        ):
+            self.inner.idle_limit_seconds = _TAKEOVER[storage]  # type: ignore[attr-defined]
+        try:
+            left = max(deadline - time.monotonic(), 0.0) if waited else wait_seconds
+            self.inner.acquire(left)
+        except BaseException:
+            with self._guard:
+                self._owner = None
+            raise
+        self._depth = 1
+        self._fence(True)
+
+    def _fence(self, on: bool) -> None:
+        storage = self._storage() if self._storage is not None else None
+        hot = getattr(storage, "hot", None)
+        epoch = getattr(self.inner, "epoch", None)
+        if hot is None or not hasattr(hot, "fence"):
+            return
+        if on and epoch is not None:
+            from memkeeper.storage.postgres.leadership import Fence
+
+            hot.fence = Fence(storage.schema, "jobs", epoch, self.inner.lost)  # type: ignore[attr-defined]
+        elif not on:
+            hot.fence = None
+
+    def release(self) -> None:
+        with self._guard:
+            if self._owner != threading.get_ident() or self._depth == 0:
+                return
+            self._depth -= 1
+            if self._depth:
+                return
+        try:
+            self._fence(False)
+            self.inner.release()
+        finally:
+            with self._guard:
+                self._owner = None
+
+    @contextlib.contextmanager
+    def hold(self, wait_seconds: float = 0.0) -> Iterator[ReentrantLock]:
+        """``with lock.hold(wait):`` — acquire, yield, always release."""
+        self.acquire(wait_seconds)
+        try:
+            yield self
+        finally:
+            self.release()
 
 
 def daemon_lock(where: Path | Storage) -> ProcessLock:
@@ -137,8 +251,15 @@ def daemon_lock(where: Path | Storage) -> ProcessLock:
 
 
 def jobs_lock(where: Path | Storage) -> ProcessLock:
-    """The lock every job run holds, from the service or from run-once."""
-    return _lock(where, "jobs", "job run")
+    """The lock every job run holds, from the service or from run-once (one object per
+    storage, re-entrant within a thread)."""
+    if isinstance(where, Path | str):
+        return _lock(where, "jobs", "job run")
+    with _REGISTRY:
+        lock = _JOB_LOCKS.get(where)
+        if lock is None:
+            lock = _JOB_LOCKS[where] = ReentrantLock(_lock(where, "jobs", "job run"), where)
+        return lock
 
 
 def service_state(where: Path | Storage) -> dict[str, Any]:

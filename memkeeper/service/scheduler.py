@@ -158,9 +158,16 @@ class ServiceJobs:
     ``job_runs`` (and shown by ``status``).
     """
 
-    def __init__(self, store: MemoryStore, stop_event: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        stop_event: threading.Event | None = None,
+        leading: threading.Event | None = None,
+    ) -> None:
         self.store = store
         self.stop_event = stop_event or threading.Event()
+        self.leading = leading
+        """Set while this service leads its fleet (None: no fleet, always leading)."""
         self._announced: set[tuple[str, str]] = set()
 
     def _announce_skip(self, result: JobResult) -> None:
@@ -191,8 +198,9 @@ class ServiceJobs:
                 results.append(result)
         return results
 
-    def _wait_for_job_lock(self, name: str) -> bool:
-        """Wait while another process (a run-once) runs a job; False if a stop came first."""
+    def _take_job_lock(self, name: str) -> bool:
+        """Take the job lock, waiting while another process (a run-once, another host) runs
+        a job; False if a stop came first. Held, it is re-entered by the runner."""
         lock = jobs_lock(self.store.storage)
         announced = False
         while not self.stop_event.is_set():
@@ -204,52 +212,22 @@ class ServiceJobs:
                     announced = True
                 self.stop_event.wait(LOCK_POLL_SECONDS)
                 continue
-            lock.release()
             return True
         return False
 
     def _run(self, name: str, trigger: str) -> JobResult | None:
+        lock = jobs_lock(self.store.storage)
         try:
-            while self._wait_for_job_lock(name):
-                config = self.store.config
-                if not getattr(config.jobs, name).enabled:
-                    log.info("job disabled; not running it", job=name, trigger=trigger)
-                    return None
-                now = self.store.now()
-                scheduled = previous_fire_time(job_triggers(config)[name], now)
-                covered = last_successes(self.store).get(name)
-                if scheduled is None or (covered is not None and covered >= scheduled):
-                    log.info(
-                        "already done for its scheduled time; skipping",
-                        job=name,
-                        trigger=trigger,
-                        scheduled_for=to_db(scheduled) if scheduled else None,
-                    )
-                    return None
-                try:
-                    result = run_job(
-                        self.store,
-                        name,
-                        now=now,
-                        trigger=trigger,
-                        stop_event=self.stop_event,
-                        scheduled_for=scheduled,
-                        # Short: a stop must not wait behind a lock; the loop waits instead.
-                        lock_wait_seconds=LOCK_POLL_SECONDS,
-                    )
-                except LockBusy as exc:
-                    # A run-once took the job lock since we looked, or the database stayed
-                    # locked: nothing ran or was recorded. Wait, then decide again.
-                    log.info("busy; will retry", job=name, reason=str(exc))
-                    self.stop_event.wait(LOCK_POLL_SECONDS)
-                    continue
-                if result.status == "skipped":
-                    self._announce_skip(result)
-                return result
+            if not self._take_job_lock(name):
+                return None
+            try:
+                return self._run_locked(name, trigger)
+            finally:
+                lock.release()
         except Exception as exc:
             # run_job records a job's own errors; this is the rest (the database went away or
-            # turned read-only, a bug). Log it — one line when it is an operational failure —
-            # and keep the service alive for the next scheduled time.
+            # turned read-only, the job lock was lost, a bug). Log it — one line when it is an
+            # operational failure — and keep the service alive for the next scheduled time.
             logs.log_failure(
                 log,
                 "could not run job",
@@ -259,6 +237,40 @@ class ServiceJobs:
                 error=f"{type(exc).__name__}: {exc}",
             )
         return None
+
+    def _run_locked(self, name: str, trigger: str) -> JobResult | None:
+        """Decide under the job lock whether ``name`` is still due, and run it: no other
+        process can run it between the decision and the run (once per scheduled time)."""
+        config = self.store.config
+        if not getattr(config.jobs, name).enabled:
+            log.info("job disabled; not running it", job=name, trigger=trigger)
+            return None
+        if self.leading is not None and not self.leading.is_set():
+            log.warning("no longer the leader; not running the job", job=name, trigger=trigger)
+            return None
+        now = self.store.now()
+        scheduled = previous_fire_time(job_triggers(config)[name], now)
+        covered = last_successes(self.store).get(name)
+        if scheduled is None or (covered is not None and covered >= scheduled):
+            log.info(
+                "already done for its scheduled time; skipping",
+                job=name,
+                trigger=trigger,
+                scheduled_for=to_db(scheduled) if scheduled else None,
+            )
+            return None
+        result = run_job(
+            self.store,
+            name,
+            now=now,
+            trigger=trigger,
+            stop_event=self.stop_event,
+            scheduled_for=scheduled,
+            lock_wait_seconds=0,  # held already: re-entered
+        )
+        if result.status == "skipped":
+            self._announce_skip(result)
+        return result
 
 
 # -- the APScheduler wiring ----------------------------------------------------------------------

@@ -23,6 +23,7 @@ from memkeeper.clock import from_db, to_db
 from memkeeper.storage.connection import Database
 from memkeeper.storage.files import Storage
 from memkeeper.storage.postgres import retention as pg_retention
+from memkeeper.storage.postgres.leadership import host_name
 from memkeeper.storage.sqlite import immediate_transaction
 
 
@@ -34,13 +35,20 @@ def record_start(
     scheduled_for: datetime | None,
     started_at: datetime,
 ) -> None:
-    """Insert run ``run_id`` as ``running`` (not a dry run), in its own transaction."""
+    """Insert run ``run_id`` as ``running`` (not a dry run), in its own transaction.
+
+    On PostgreSQL the row names the host that runs it (a fleet shares one memory)."""
     scheduled = to_db(scheduled_for) if scheduled_for else None
+    values = [run_id, job, trigger, scheduled, to_db(started_at)]
+    columns, marks = "", ""
+    if storage.hot.dialect == "postgres":
+        columns, marks = ", host", ", ?"
+        values.append(host_name())
     with storage.lock, immediate_transaction(storage.hot):
         storage.hot.conn.execute(
             "INSERT INTO job_runs (run_id, job, trigger, scheduled_for, started_at, status,"
-            " dry_run) VALUES (?, ?, ?, ?, ?, 'running', 0)",
-            [run_id, job, trigger, scheduled, to_db(started_at)],
+            f" dry_run{columns}) VALUES (?, ?, ?, ?, ?, 'running', 0{marks})",
+            values,
         )
 
 

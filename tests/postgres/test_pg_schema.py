@@ -41,7 +41,7 @@ def test_the_schema_is_created_on_an_empty_database(pg_database: str) -> None:
         installed = conn.execute("SELECT extname FROM pg_extension").fetchall()
         assert set(EXTENSIONS) <= {name for (name,) in installed}
         stamped = conn.execute("SELECT applied_at FROM memkeeper.schema_migrations").fetchall()
-        assert stamped == [("2026-12-01T12:00:00.000000+00:00",)]
+        assert stamped == [("2026-12-01T12:00:00.000000+00:00",)] * len(KNOWN_STEPS)
         # The same rules as SQLite: at most one current entry per key, checked values.
         insert = (
             "INSERT INTO memkeeper.memories (id, user_id, kind, key, value, confidence, state,"

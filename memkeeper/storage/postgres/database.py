@@ -169,7 +169,7 @@ class PostgresDatabase:
     Database`; storage functions take either as their ``db``."""
 
     dialect = "postgres"
-    __slots__ = ("__weakref__", "conn", "schema", "scope")
+    __slots__ = ("__weakref__", "conn", "fence", "schema", "scope")
 
     def __init__(
         self,
@@ -183,6 +183,9 @@ class PostgresDatabase:
         self.schema = schema
         self.scope: Scope | None = None
         """What the write transaction in progress holds (None: none in progress)."""
+        self.fence: Callable[[PostgresConnection], None] | None = None
+        """Run before each COMMIT while a job lock is held: raises (the transaction rolls
+        back) when the lock was lost (:class:`~memkeeper.storage.postgres.leadership.Fence`)."""
 
     @property
     def raw(self) -> psycopg.Connection:
@@ -231,6 +234,8 @@ class PostgresDatabase:
         self.conn.execute("BEGIN" if opening is None else f"BEGIN; {opening}")
         try:
             yield self
+            if self.fence is not None:
+                self.fence(self.conn)
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction and not self.raw.broken:

@@ -30,6 +30,8 @@ end. ``{schema}`` is replaced by the quoted schema name.
 
 from __future__ import annotations
 
+from memkeeper.storage.postgres.leadership_ddl import FLEET
+
 _MEMORY_COLUMNS = """
     id TEXT PRIMARY KEY,
     rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
@@ -184,7 +186,10 @@ CREATE INDEX tombstones_by_digest ON {{schema}}.tombstones (scope, digest);
 
 # (name, DDL) in order. The names continue SQLite's numbering style but are their own list:
 # the PostgreSQL schema starts complete at 0001.
-STEPS: tuple[tuple[str, str], ...] = (("0001_initial", _INITIAL),)
+STEPS: tuple[tuple[str, str], ...] = (
+    ("0001_initial", _INITIAL),
+    ("0003_fleet", FLEET),
+)
 
 # The extensions the schema needs (managed PostgreSQL offers both).
 EXTENSIONS = ("vector", "pg_trgm")
@@ -199,4 +204,6 @@ TABLES = (
     "uses",
     "vectors",
     "tombstones",
+    "leadership",
+    "fleet_members",
 )

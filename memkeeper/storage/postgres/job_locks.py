@@ -23,19 +23,27 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
+import threading
 import time
 import zlib
 from collections.abc import Iterator
 
 import psycopg
 
-from memkeeper.errors import DatabaseUnreachable, LockBusy
+from memkeeper.clock import system_now
+from memkeeper.errors import DatabaseUnreachable, LockBusy, PoolerDetected
+from memkeeper.logs import get_logger
+from memkeeper.storage.postgres import leadership
 from memkeeper.storage.postgres.pool import APPLICATION_NAME, DEFAULT_CONNECT_TIMEOUT, connect
 from memkeeper.storage.postgres.url import DatabaseUrl
 
 LOCK_CLASS = 0x4D4B4A42  # "MKJB": job and service locks (the migration/write class is "MKHD")
 POLL_SECONDS = 0.1
+DEFAULT_IDLE_LIMIT_SECONDS = 15.0
+"""A holder that stops answering loses its lock after this long (``service.takeover_seconds``
+where the caller passes it)."""
+
+log = get_logger(__name__)
 
 _HOLDER = (
     "SELECT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
@@ -78,6 +86,17 @@ class AdvisoryLock:
         self.key = lock_key(schema, name)
         self.connect_timeout = connect_timeout
         self._conn: psycopg.Connection | None = None
+        self.idle_limit_seconds = DEFAULT_IDLE_LIMIT_SECONDS
+        """The server ends the lock's session after this long without a statement; the
+        holder's pinger runs a statement four times as often while it is alive."""
+        self.fenced = name in ("daemon", "jobs")
+        """Each acquisition starts a new epoch in ``leadership`` (step 0003): see there."""
+        self.epoch: int | None = None
+        self.lost = threading.Event()
+        """Set by the pinger when the lock's session ended (the lock may be someone else's)."""
+        self._backend_pid: int | None = None
+        self._pinger: threading.Thread | None = None
+        self._stop_pinging = threading.Event()
 
     @property
     def path(self) -> str:
@@ -118,8 +137,10 @@ class AdvisoryLock:
             raise RuntimeError(f"{self.purpose} lock is already held by this object")
         conn = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
         try:
-            label = f"{APPLICATION_NAME} pid {os.getpid()} on {socket.gethostname()}"[:63]
+            label = f"{APPLICATION_NAME} pid {os.getpid()} on {leadership.host_name()}"[:63]
             conn.execute("SELECT set_config('application_name', %s, false)", (label,))
+            idle_ms = str(int(self.idle_limit_seconds * 1000))
+            conn.execute("SELECT set_config('idle_session_timeout', %s, false)", (idle_ms,))
             deadline = time.monotonic() + max(wait_seconds, 0.0)
             while not self._try(conn):
                 if time.monotonic() >= deadline:
@@ -129,6 +150,8 @@ class AdvisoryLock:
                         f"the {self.purpose} lock ({self.path}) is held by {holder}{waited}"
                     )
                 time.sleep(POLL_SECONDS)
+            self._backend_pid = check_session(conn, self.key, self.path)
+            self.epoch = self._new_epoch(conn)
         except psycopg.OperationalError as exc:
             conn.close()
             raise self._lost(exc) from None
@@ -136,6 +159,57 @@ class AdvisoryLock:
             conn.close()
             raise
         self._conn = conn
+        self.lost.clear()
+        self._stop_pinging.clear()
+        self._pinger = threading.Thread(
+            target=self._ping, args=(conn,), name=f"memkeeper-lock-{self.name}", daemon=True
+        )
+        self._pinger.start()
+
+    def _new_epoch(self, conn: psycopg.Connection) -> int | None:
+        if not self.fenced or not leadership.has_fleet_tables(conn, self.schema):
+            return None
+        return leadership.bump_epoch(
+            conn,
+            self.schema,
+            self.name,
+            host=leadership.host_name(),
+            pid=os.getpid(),
+            now=system_now(),
+        )
+
+    def _ping(self, conn: psycopg.Connection) -> None:
+        """Keep the session alive (idle_session_timeout) and notice when it ended."""
+        interval = max(self.idle_limit_seconds / 4, 0.05)
+        while not self._stop_pinging.wait(interval):
+            try:
+                row = conn.execute("SELECT pg_backend_pid()").fetchone()
+            except psycopg.Error as exc:
+                log.warning("lock session lost", lock=self.name, reason=_first_line(exc))
+                self.lost.set()
+                return
+            if row is None or row[0] != self._backend_pid:
+                log.error(
+                    "lock session changed backend: a transaction-mode pooler?", lock=self.name
+                )
+                self.lost.set()
+                return
+
+    def ping_now(self) -> bool:
+        """One ping from the caller's thread; False (and :attr:`lost` set) when it failed."""
+        conn = self._conn
+        if conn is None or self.lost.is_set():
+            return False
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.Error:
+            self.lost.set()
+        return not self.lost.is_set()
+
+    @property
+    def connection(self) -> psycopg.Connection | None:
+        """The lock's own session while held (the fleet's heartbeat writes on it)."""
+        return self._conn
 
     def _lost(self, exc: psycopg.Error) -> DatabaseUnreachable:
         """The lock's connection failed (the server went away): memkeeper's own error."""
@@ -149,6 +223,10 @@ class AdvisoryLock:
         if self._conn is None:
             return
         conn, self._conn = self._conn, None
+        self._stop_pinging.set()
+        if self._pinger is not None and self._pinger is not threading.current_thread():
+            self._pinger.join(timeout=5)
+        self._pinger = None
         with contextlib.suppress(psycopg.Error):
             conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, self.key))
         conn.close()
@@ -171,3 +249,28 @@ class AdvisoryLock:
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from None
         return {"running": row is not None, "pid": row[1] if row else None}
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def check_session(conn: psycopg.Connection, key: int, where: str) -> int:
+    """The backend pid holding lock ``key`` on ``conn``; PoolerDetected when the lock just
+    taken is not held by the session the next statement runs on (a transaction-mode pooler
+    hands each statement to any server connection: a session lock cannot be held through it).
+    """
+    row = conn.execute(
+        "SELECT pg_backend_pid(), EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
+        " AND granted AND pid = pg_backend_pid() AND classid = %s AND objid = %s"
+        " AND objsubid = 2)",
+        (_as_oid(LOCK_CLASS), _as_oid(key)),
+    ).fetchone()
+    if row is None or not row[1]:
+        raise PoolerDetected(
+            f"{where}: the lock just taken is not held by this connection's session; the URL "
+            "goes through a transaction-mode pooler (PgBouncer pool_mode=transaction?). The "
+            "service and run-once need a direct or session-mode connection for their locks "
+            "(agents may keep the pooler)"
+        )
+    return int(row[0])

@@ -1,0 +1,216 @@
+"""Leadership and fencing of a PostgreSQL memory shared by a fleet of ``memkeeper run``.
+
+**Leader.** Every service takes the ``daemon`` session advisory lock
+(:class:`~memkeeper.storage.postgres.job_locks.AdvisoryLock`) on a connection of its own; the
+one that holds it schedules the jobs, the others stand by and try it again every second. The
+lock's session carries ``idle_session_timeout = takeover_seconds`` and is pinged far more
+often by its holder, so the server ends the session of a holder that stopped answering (a
+paused VM, a SIGSTOP, a partition whose TCP connection stays half open) within
+``takeover_seconds``; a killed holder's session ends at once. Either way the lock is free
+and the next follower's try takes it.
+
+**Fencing: a lease epoch checked inside each job transaction.** A holder that lost its lock
+may not know yet (it was paused, and resumes mid-job). So each fenced lock (``daemon`` and
+``jobs``) has a row in ``leadership`` whose ``epoch`` every new holder bumps, on the lock's
+own session, right after taking the lock. Every job runs under the ``jobs`` lock, and every
+transaction on the running store's connection checks, just before its ``COMMIT``, that the
+``jobs`` epoch is still the one its holder bumped it to (:class:`Fence`; ``SELECT … FOR
+SHARE``). A new holder's ``UPDATE`` of the row waits for a transaction that already passed
+the check, so either the old transaction committed *before* the new holder started, or it
+reads the new epoch and rolls back with :class:`~memkeeper.errors.LockLost`: no job write of
+a deposed holder commits after a new one began. (Running the writes on the lock's own session
+was the other way; it would tie every job transaction to one connection and lose the store's
+reconnecting, and a paused holder's session is ended by the server anyway.) A check that
+passed and then stalled before its ``COMMIT`` (the process paused in that instant) would make
+the new holder's bump wait: after ``BUMP_WAIT_SECONDS`` the new holder ends such sessions
+(``pg_terminate_backend``: same role, or ``pg_signal_backend``), rolling them back.
+
+**Fleet members** refresh a row each (host, pid, role) every few seconds for ``status``.
+The host name is the machine's, or ``MEMKEEPER_HOST_NAME`` (containers that all call
+themselves ``localhost``; the tests' simulated hosts).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from memkeeper.clock import from_db, to_db
+from memkeeper.errors import LockLost
+from memkeeper.logs import get_logger
+
+log = get_logger(__name__)
+
+ENV_HOST_NAME = "MEMKEEPER_HOST_NAME"
+BUMP_WAIT_SECONDS = 3.0
+MEMBERS_KEPT = timedelta(hours=1)
+"""Rows of members not seen for this long are deleted by the leader."""
+
+
+def host_name() -> str:
+    """This host's name in the fleet: ``MEMKEEPER_HOST_NAME``, else the machine's name."""
+    return (os.environ.get(ENV_HOST_NAME) or "").strip()[:40] or socket.gethostname()
+
+
+def _table(schema: str, name: str) -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name))
+
+
+def has_fleet_tables(conn: psycopg.Connection, schema: str) -> bool:
+    """Whether ``schema`` has step 0003's tables (a store opened it with this version)."""
+    row = conn.execute(
+        "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'leadership'", (schema,)
+    ).fetchone()
+    return row is not None
+
+
+def bump_epoch(
+    conn: psycopg.Connection, schema: str, name: str, *, host: str, pid: int, now: datetime
+) -> int:
+    """Start a new epoch of lock ``name`` (its holder took it just now, on ``conn``).
+
+    Waits for fenced transactions that passed their check to commit; one that stalls longer
+    than :data:`BUMP_WAIT_SECONDS` belongs to a deposed holder and is ended.
+    """
+    update = sql.SQL(
+        "INSERT INTO {0} AS l (name, epoch, host, pid, since, renewed_at)"
+        " VALUES (%s, 1, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET"
+        " epoch = l.epoch + 1, host = excluded.host, pid = excluded.pid,"
+        " since = excluded.since, renewed_at = excluded.renewed_at RETURNING epoch"
+    ).format(_table(schema, "leadership"))
+    for _attempt in range(3):
+        try:
+            with conn.transaction():
+                conn.execute(f"SET LOCAL lock_timeout = {int(BUMP_WAIT_SECONDS * 1000)}")
+                row = conn.execute(update, (name, host, pid, to_db(now), to_db(now))).fetchone()
+            return int(row[0]) if row else 0
+        except psycopg.errors.LockNotAvailable:
+            ended = _end_stalled_checks(conn, schema)
+            log.warning("ended stalled transactions of a deposed holder", lock=name, sessions=ended)
+    raise LockLost(f"could not start a new epoch of the {name} lock: its row stays locked")
+
+
+def _end_stalled_checks(conn: psycopg.Connection, schema: str) -> int:
+    rows = conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'relation'"
+        " AND relation = to_regclass(%s) AND mode = 'RowShareLock' AND granted"
+        " AND pid <> pg_backend_pid()",
+        (f'"{schema}".leadership',),
+    ).fetchall()
+    return sum(1 for (ended,) in rows if ended)
+
+
+class Fence:
+    """The check a fenced store runs before each ``COMMIT`` (see the module docstring).
+
+    ``lost`` is the lock's own "my session ended" flag: set, the check fails at once.
+    """
+
+    def __init__(self, schema: str, name: str, epoch: int, lost: Any = None) -> None:
+        self.schema = schema
+        self.name = name
+        self.epoch = epoch
+        self.lost = lost
+        quoted = schema.replace('"', '""')
+        self._check = f'SELECT epoch FROM "{quoted}".leadership WHERE name = ? FOR SHARE'
+
+    def __call__(self, conn: Any) -> None:
+        if self.lost is not None and self.lost.is_set():
+            raise LockLost(self._refused("its lock's session ended"))
+        row = conn.execute(self._check, [self.name]).fetchone()
+        if row is None or int(row[0]) != self.epoch:
+            now = "none" if row is None else row[0]
+            raise LockLost(self._refused(f"epoch {self.epoch} was followed by {now}"))
+
+    def _refused(self, why: str) -> str:
+        return (
+            f"the {self.name} lock was lost ({why}): another process may be running jobs now; "
+            "this transaction rolled back"
+        )
+
+
+# -- fleet members -------------------------------------------------------------------------------
+
+
+def beat(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    host: str,
+    pid: int,
+    role: str,
+    started: datetime,
+    now: datetime,
+) -> None:
+    """Refresh this service's row (and, as leader, the lease's ``renewed_at`` and old rows)."""
+    members = _table(schema, "fleet_members")
+    with conn.transaction():
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (host, pid, role, started_at, seen_at) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (host, pid) DO UPDATE SET role = excluded.role,"
+                " seen_at = excluded.seen_at"
+            ).format(members),
+            (host, pid, role, to_db(started), to_db(now)),
+        )
+        if role == "leader":
+            conn.execute(
+                sql.SQL("UPDATE {} SET renewed_at = %s WHERE name = 'daemon'").format(
+                    _table(schema, "leadership")
+                ),
+                (to_db(now),),
+            )
+            conn.execute(
+                sql.SQL("DELETE FROM {} WHERE seen_at < %s").format(members),
+                (to_db(now - MEMBERS_KEPT),),
+            )
+
+
+def leave(conn: psycopg.Connection, schema: str, *, host: str, pid: int) -> None:
+    """Delete this service's row (a clean stop)."""
+    conn.execute(
+        sql.SQL("DELETE FROM {} WHERE host = %s AND pid = %s").format(
+            _table(schema, "fleet_members")
+        ),
+        (host, pid),
+    )
+
+
+def fleet_state(
+    conn: psycopg.Connection, schema: str, *, now: datetime, recent: timedelta
+) -> dict[str, Any]:
+    """The leader's lease (host, pid, since, epoch) and the members seen within ``recent``."""
+    if not has_fleet_tables(conn, schema):
+        return {"leader": None, "members": []}
+    row = conn.execute(
+        sql.SQL("SELECT host, pid, since, renewed_at, epoch FROM {} WHERE name = 'daemon'").format(
+            _table(schema, "leadership")
+        )
+    ).fetchone()
+    leader = None
+    if row is not None and row[0] is not None:
+        leader = {"host": row[0], "pid": row[1], "since": row[2], "renewed_at": row[3]}
+        leader["epoch"] = row[4]
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT host, pid, role, started_at, seen_at FROM {} WHERE seen_at >= %s"
+            " ORDER BY host, pid"
+        ).format(_table(schema, "fleet_members")),
+        (to_db(now - recent),),
+    ).fetchall()
+    members = [
+        {"host": h, "pid": p, "role": r, "started_at": s, "seen_at": seen}
+        for h, p, r, s, seen in rows
+    ]
+    return {"leader": leader, "members": members}
+
+
+def seconds_since(text: str | None, now: datetime) -> float | None:
+    """How long ago a stored time was (for "seen 3 s ago")."""
+    moment = from_db(text)
+    return None if moment is None else (now - moment).total_seconds()
