@@ -13,7 +13,7 @@ from memkeeper.maintenance.jobkit import Job, JobContext
 from memkeeper.records import Memory
 from memkeeper.scoring import rank_key, retention_score
 from memkeeper.storage import due
-from memkeeper.storage.files import batched
+from memkeeper.storage.batches import batched
 from memkeeper.storage.transitions import Transition, cold_image
 
 

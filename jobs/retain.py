@@ -33,7 +33,7 @@ from memkeeper.storage.changelog import image_of
 from memkeeper.storage.due import cold_retired_before
 from memkeeper.storage.keywords import compact
 from memkeeper.storage.retention import scan_changes, thin_changes
-from memkeeper.storage.space import free_pages, release_free_pages
+from memkeeper.storage.sqlite.space import free_pages, release_free_pages
 from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Transition
 from memkeeper.storage.uses import delete_uses

@@ -7,7 +7,7 @@ only, never to a program that imports memkeeper as a library: pydantic's plugin 
 model built reads every installed distribution's entry points (measured ~20-30 ms) to look
 for plugins memkeeper has no use for. (The memory commands build no model at all when there
 is no config file, and import neither pydantic nor sqlite-utils: :mod:`memkeeper.config.view`,
-:mod:`memkeeper.storage.connection`.)
+:mod:`memkeeper.storage.sqlite.connection`.)
 """
 
 from __future__ import annotations

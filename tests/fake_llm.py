@@ -29,7 +29,7 @@ from typing import Any
 from memkeeper import MemoryStore
 from memkeeper.clock import to_db
 from memkeeper.config import Config
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import immediate_transaction
 
 
 @dataclass

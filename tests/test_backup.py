@@ -29,9 +29,9 @@ from memkeeper.maintenance.backup_restore import restore
 from memkeeper.maintenance.locks import daemon_lock, jobs_lock
 from memkeeper.maintenance.runner import run_once
 from memkeeper.paths import cold_path_for
-from memkeeper.storage.backup import take
-from memkeeper.storage.backup_check import MANIFEST, describe, sha256_of, verify
-from memkeeper.storage.schema import COLD, HOT
+from memkeeper.storage.sqlite.backup import take
+from memkeeper.storage.sqlite.backup_check import MANIFEST, describe, sha256_of, verify
+from memkeeper.storage.sqlite.schema import COLD, HOT
 
 
 def filled_store(db_path: Path) -> MemoryStore:
@@ -279,7 +279,7 @@ def test_writers_commit_while_the_copy_runs_and_the_copy_is_the_snapshot(
 ) -> None:
     """Writers wait only for the snapshots to open, never for the copy (an order, not a
     time: the bound once asserted here is measured by the bench, writers_blocked_ms)."""
-    import memkeeper.storage.backup as backup_module
+    import memkeeper.storage.sqlite.backup as backup_module
 
     store, _ = backed_up
     copy = backup_module._copy

@@ -23,8 +23,8 @@ from memkeeper.maintenance.backup_restore import restore
 from memkeeper.maintenance.runner import run_once
 from memkeeper.paths import cold_path_for
 from memkeeper.storage import transitions
-from memkeeper.storage.backup import take
-from memkeeper.storage.backup_check import verify
+from memkeeper.storage.sqlite.backup import take
+from memkeeper.storage.sqlite.backup_check import verify
 
 BACKUPS = 5
 WRITERS = 3

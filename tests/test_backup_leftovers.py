@@ -18,9 +18,9 @@ from helpers import T0
 
 from memkeeper import MemoryStore
 from memkeeper.cli import main
-from memkeeper.storage.backup import take
-from memkeeper.storage.backup_check import verify
-from memkeeper.storage.backup_prune import prune
+from memkeeper.storage.sqlite.backup import take
+from memkeeper.storage.sqlite.backup_check import verify
+from memkeeper.storage.sqlite.backup_prune import prune
 
 EXIT_CANT_CREATE = 73
 
@@ -40,7 +40,7 @@ KILLED_MID_COPY = textwrap.dedent(
     """
     import os, signal, sys
     from memkeeper import MemoryStore
-    from memkeeper.storage import backup
+    from memkeeper.storage.sqlite import backup
     from memkeeper.clock import system_now
 
     def die(path):

@@ -17,9 +17,9 @@ from memkeeper.clock import fixed
 from memkeeper.maintenance.backup_restore import restore
 from memkeeper.maintenance.runner import run_once
 from memkeeper.paths import cold_path_for
-from memkeeper.storage.backup import take
-from memkeeper.storage.backup_check import verify
-from memkeeper.storage.backup_prune import prune
+from memkeeper.storage.sqlite.backup import take
+from memkeeper.storage.sqlite.backup_check import verify
+from memkeeper.storage.sqlite.backup_prune import prune
 from memkeeper.storage.tombstones import is_tombstoned, since
 
 SECRET = "PRUNESECRET-41c7"

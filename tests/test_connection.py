@@ -1,4 +1,4 @@
-"""memkeeper's own database handle (memkeeper.storage.connection.Database): the calls it took
+"""memkeeper's own database handle (memkeeper.storage.sqlite.connection.Database): the calls it took
 from sqlite-utils behave as they did — rows as dicts, a RETURNING write done at once,
 ``atomic()`` a transaction or a savepoint, a script kept inside a transaction — and opening an
 up-to-date file leaves sqlite-utils unimported."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memkeeper import MemoryStore
-from memkeeper.storage.connection import Database, utils_database
+from memkeeper.storage.sqlite.connection import Database, utils_database
 
 
 @pytest.fixture

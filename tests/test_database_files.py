@@ -24,7 +24,7 @@ from memkeeper.errors import (
     DatabaseError,
     StorageUnwritable,
 )
-from memkeeper.storage.schema import (
+from memkeeper.storage.sqlite.schema import (
     COLD_APPLICATION_ID,
     HOT_APPLICATION_ID,
     cold_migrations,

@@ -25,7 +25,7 @@ from memkeeper import MemoryStore
 from memkeeper.llm.embeddings import Embedder
 from memkeeper.llm.errors import LlmAuthError, LlmBadAnswer, LlmUnavailable
 from memkeeper.maintenance.runner import JobResult, run_once
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import immediate_transaction
 from memkeeper.storage.vectors import (
     embedding_text,
     stale_entries,

@@ -25,7 +25,7 @@ from memkeeper import MemoryStore
 from memkeeper.clock import fixed
 from memkeeper.maintenance import curation
 from memkeeper.maintenance.runner import run_once
-from memkeeper.storage.scrub import file_holds_any, scrub
+from memkeeper.storage.sqlite.scrub import file_holds_any, scrub
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 # Ids come from the seed too, so each layout is the same on every run. 7, 11 and 12 are

@@ -13,9 +13,9 @@ from helpers import T0, raw_rows
 from memkeeper import MemoryStore
 from memkeeper.maintenance.backup_restore import restore
 from memkeeper.paths import cold_path_for
-from memkeeper.storage import set_aside
-from memkeeper.storage.backup import take
 from memkeeper.storage.forgetting import Selection
+from memkeeper.storage.sqlite import set_aside
+from memkeeper.storage.sqlite.backup import take
 
 SECRET = b"SET-ASIDE-SECRET-VALUE"
 

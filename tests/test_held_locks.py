@@ -24,9 +24,11 @@ from sqlite_utils import Database
 from memkeeper import MemoryStore
 from memkeeper.config import Config, DatabaseSection
 from memkeeper.errors import DatabaseError, LockBusy, StorageFull, StorageUnwritable, WriteConflict
-from memkeeper.storage.scrub import rebuild
-from memkeeper.storage.space import free_pages, release_free_pages
-from memkeeper.storage.sqlite import BEGIN_ATTEMPTS, immediate_transaction, translate_error
+from memkeeper.storage.sqlite.errors import translate_error
+from memkeeper.storage.sqlite.scrub import rebuild
+from memkeeper.storage.sqlite.space import free_pages, release_free_pages
+from memkeeper.storage.sqlite.writing import BEGIN_ATTEMPTS
+from memkeeper.storage.transaction import immediate_transaction
 
 BUSY_MS = 150
 

@@ -17,8 +17,8 @@ from memkeeper.maintenance import curation
 from memkeeper.maintenance.runner import run_once
 from memkeeper.paths import cold_path_for
 from memkeeper.storage import keywords
-from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
-from memkeeper.storage.scrub import scrub
+from memkeeper.storage.sqlite.schema import COLD, HOT, cold_migrations, hot_migrations
+from memkeeper.storage.sqlite.scrub import scrub
 from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 
 pytestmark = pytest.mark.both_backends
@@ -189,7 +189,7 @@ def test_the_index_follows_every_change_and_move(db_path: Path) -> None:
 def test_purging_and_compacting_keep_every_find(store: MemoryStore) -> None:
     """What forget and retention call after deleting rows: on SQLite an FTS5 rewrite, on
     PostgreSQL nothing (the keyword data are columns of the rows); finds are unchanged."""
-    from memkeeper.storage.sqlite import immediate_transaction
+    from memkeeper.storage.transaction import immediate_transaction
 
     kept = store.remember("alice", "tool", "pandas dataframe")
     gone = store.remember("alice", "other", "pandas series")

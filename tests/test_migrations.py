@@ -5,7 +5,7 @@ left it, fill it with rows in that older shape, open it with today's memkeeper (
 it forward), and check the rows survived and nothing is pending.
 
 ``build_at_step`` is the helper future migrations use. When you add ``0002_something`` to
-``memkeeper.storage.schema``, add a test here like ``test_a_0001_database_migrates_forward``:
+``memkeeper.storage.sqlite.schema``, add a test here like ``test_a_0001_database_migrates_forward``:
 
     db = build_at_step(path, HOT, "0001_initial")      # the schema before your step
     fill_0001(db)                                       # rows in the old shape
@@ -30,9 +30,9 @@ from sqlite_utils import Database
 
 from memkeeper import MemoryStore
 from memkeeper.clock import to_db
-from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
-from memkeeper.storage.sqlite import FileKind, open_database
-from memkeeper.storage.steps import Steps
+from memkeeper.storage.sqlite.opening import FileKind, open_database
+from memkeeper.storage.sqlite.schema import COLD, HOT, cold_migrations, hot_migrations
+from memkeeper.storage.sqlite.steps import Steps
 
 
 def step_names(kind: FileKind) -> list[str]:

@@ -38,7 +38,7 @@ from helpers.logs import capture_logs
 from memkeeper.jobs import REGISTRY
 
 import memkeeper.service.scheduler
-import memkeeper.storage.permissions
+import memkeeper.storage.sqlite.permissions
 from memkeeper import MemoryStore, logs
 from memkeeper.cli import main
 from memkeeper.errors import (
@@ -51,7 +51,7 @@ from memkeeper.errors import (
 from memkeeper.maintenance.jobkit import Job
 from memkeeper.maintenance.runner import run_job
 from memkeeper.service.scheduler import ServiceJobs, run_due
-from memkeeper.storage.permissions import ReadOnlyDatabase, read_only_error
+from memkeeper.storage.sqlite.permissions import ReadOnlyDatabase, read_only_error
 
 KEY = "0123456789abcdef.TestKeySecretPart"
 T0 = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
@@ -363,7 +363,9 @@ def test_a_read_only_directory_is_named_with_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "data" / "memory.db"
-    monkeypatch.setattr(memkeeper.storage.permissions, "_writable", lambda p: p != path.parent)
+    monkeypatch.setattr(
+        memkeeper.storage.sqlite.permissions, "_writable", lambda p: p != path.parent
+    )
     exc = sqlite3.OperationalError("attempt to write a readonly database")
     exc.sqlite_errorcode = 1544  # SQLITE_READONLY_DIRECTORY
     found = read_only_error(exc, path, "the database cannot be opened")

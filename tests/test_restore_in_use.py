@@ -26,7 +26,7 @@ from memkeeper.config import Config, DatabaseSection
 from memkeeper.errors import LockBusy
 from memkeeper.maintenance.backup_restore import restore
 from memkeeper.paths import cold_path_for
-from memkeeper.storage.backup import take
+from memkeeper.storage.sqlite.backup import take
 
 EXIT_BUSY = 75
 

@@ -27,7 +27,7 @@ from memkeeper.maintenance.undo import undo_run
 from memkeeper.paths import cold_path_for
 from memkeeper.storage import job_runs, transitions
 from memkeeper.storage.retention import KEPT_FIELDS
-from memkeeper.storage.schema import COLD, HOT, cold_migrations, hot_migrations
+from memkeeper.storage.sqlite.schema import COLD, HOT, cold_migrations, hot_migrations
 from memkeeper.storage.transitions import reconcile_now
 
 pytestmark = pytest.mark.both_backends

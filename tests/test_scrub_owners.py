@@ -23,8 +23,8 @@ from helpers import files_containing, raw_rows
 from memkeeper import MemoryStore
 from memkeeper.errors import DatabaseError, MemkeeperError
 from memkeeper.maintenance.runner import run_once
-from memkeeper.storage import scrub_owners
 from memkeeper.storage.forgetting import finish_interrupted
+from memkeeper.storage.sqlite import scrub_owners
 
 OWNER = textwrap.dedent(
     """

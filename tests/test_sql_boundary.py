@@ -46,7 +46,11 @@ REMAINING = ("memkeeper/bench/",)
 """Paths (a folder ends with ``/``) that still run SQL or name the driver: issue 22's rest."""
 
 DRIVERS = ("sqlite3", "sqlite_utils", "psycopg", "psycopg_pool")
-SQLITE_ONLY = ("memkeeper.storage.sqlite", "memkeeper.storage.sqlite_errors")
+SQLITE_ONLY = (
+    "memkeeper.storage.sqlite.opening",
+    "memkeeper.storage.sqlite.writing",
+    "memkeeper.storage.sqlite.errors",
+)
 SQL_CALLS = ("execute", "executemany", "executescript", "query")
 STATEMENT = re.compile(
     r"\b(SELECT\s+\S|INSERT\s+(OR\s+\w+\s+)?INTO\b|UPDATE\s+\w+\s+SET\b|DELETE\s+FROM\b"
@@ -70,8 +74,8 @@ def sql_outside_storage(source: str) -> list[str]:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             names = [node.module or ""]
-            if node.module == "memkeeper.storage":
-                names += [f"memkeeper.storage.{alias.name}" for alias in node.names]
+            if node.module in ("memkeeper.storage", "memkeeper.storage.sqlite"):
+                names += [f"{node.module}.{alias.name}" for alias in node.names]
         else:
             names = []
         for name in names:
@@ -131,8 +135,8 @@ def test_the_scan_finds_each_kind_of_sql() -> None:
 """Module docstring: a PRAGMA journal_mode or SELECT * FROM x in prose is fine."""
 import sqlite3
 from sqlite_utils.db import Database
-from memkeeper.storage.sqlite import immediate_transaction
-from memkeeper.storage import sqlite_errors, due
+from memkeeper.storage.sqlite.writing import sqlite_write_transaction
+from memkeeper.storage.sqlite import errors, files
 _WHERE = "state = 'superseded' AND state_since < ?"
 _SQL = (
     "SELECT id FROM memories"
@@ -147,8 +151,8 @@ def f(db, ids):
     assert [line.split(": ", 1)[1].split(" ")[0:2] for line in found] == [
         ["imports", "sqlite3"],
         ["imports", "sqlite_utils.db"],
-        ["imports", "memkeeper.storage.sqlite"],
-        ["imports", "memkeeper.storage.sqlite_errors"],
+        ["imports", "memkeeper.storage.sqlite.writing"],
+        ["imports", "memkeeper.storage.sqlite.errors"],
         ["SQL", "statement"],
         ["calls", ".execute()"],
         ["SQL", "statement"],

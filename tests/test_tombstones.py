@@ -19,7 +19,7 @@ from test_migrations import build_at_step
 from memkeeper import MemoryStore
 from memkeeper.clock import fixed
 from memkeeper.storage import transitions
-from memkeeper.storage.schema import HOT, hot_migrations
+from memkeeper.storage.sqlite.schema import HOT, hot_migrations
 from memkeeper.storage.tombstones import Tombstone, digest_of, is_tombstoned, record, since
 
 SECRET = "TOMBSECRET-9f3a"

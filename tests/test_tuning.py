@@ -8,7 +8,7 @@ from memkeeper import MemoryStore
 from memkeeper.config import Config
 from memkeeper.maintenance.jobkit import LockPacer
 from memkeeper.maintenance.runner import RUNNER_AUTOCHECKPOINT_PAGES, run_once
-from memkeeper.storage.files import DEFAULT_AUTOCHECKPOINT
+from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT
 
 
 def _pragma(store: MemoryStore, name: str) -> int:

@@ -78,7 +78,7 @@ def backup_command(
     store = app.store(create=False)
     if prune_forgotten:
         app.check_now(yes=yes)
-        from memkeeper.storage.backup_prune import prune
+        from memkeeper.storage.sqlite.backup_prune import prune
 
         manifest = prune(store.storage, dest_dir, now=store.now(), version=__version__)
         if as_json:
@@ -92,7 +92,7 @@ def backup_command(
             f"{_files_line(manifest)}"
         )
         return
-    from memkeeper.storage.backup import take
+    from memkeeper.storage.sqlite.backup import take
 
     manifest = take(store.storage, dest_dir, now=store.now(), version=__version__)
     if as_json:

@@ -22,7 +22,7 @@ A re-embedded entry's vector is written anew with a higher rowid
 too. The periodic full scan catches the rest: SQLite may lend a deleted highest rowid to the
 next vector; such an entry is compared when its user next changes, or at the next full scan.
 On PostgreSQL ``vectors.rowid`` is an identity column, never reused, and vectors are written
-under the one write lock (:func:`~memkeeper.storage.sqlite.immediate_transaction`), so they
+under the one write lock (:func:`~memkeeper.storage.transaction.immediate_transaction`), so they
 commit in rowid order and no watermark passes one still being written.
 """
 
@@ -37,7 +37,7 @@ from memkeeper.clock import from_db
 from memkeeper.config.merge import MergeJob
 from memkeeper.retrieval.indexing import SearchSettings
 from memkeeper.storage import job_runs, merge_candidates
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.storage.vectors import user_vectors
 
 if TYPE_CHECKING:

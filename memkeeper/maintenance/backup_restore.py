@@ -2,19 +2,19 @@
 
 Order of work, so that a refusal or a failure at any step leaves the live files as they were:
 
-1. the backup is verified (:func:`memkeeper.storage.backup_check.verify`: sizes, sha256,
+1. the backup is verified (:func:`memkeeper.storage.sqlite.backup_check.verify`: sizes, sha256,
    integrity, application ids, a schema no newer than this memkeeper, row counts);
 2. the service instance lock and the job-run lock (:mod:`memkeeper.maintenance.locks`) are
    taken without waiting — a running service or job run is refused, not raced — and held
    to the end, so neither can start meanwhile;
 3. each live file is locked exclusively through SQLite
-   (:func:`~memkeeper.storage.restore_hold.hold_alone`): if another process (an agent, a
+   (:func:`~memkeeper.storage.sqlite.restore_hold.hold_alone`): if another process (an agent, a
    server) has it open, the lock is refused and so is the restore — renaming a file under
    an open connection would send that agent's next writes into the file set aside. "In
    use" is asked of the locks, never inferred from a ``-wal`` file. The lock is held until
    just before the renames, so nobody opens the files meanwhile;
 4. the backup files are copied beside the live ones under temporary names and the live
-   database's tombstones are applied to them (:mod:`memkeeper.storage.backup_prune`): a
+   database's tombstones are applied to them (:mod:`memkeeper.storage.sqlite.backup_prune`): a
    restore never brings back what was erased after the backup was taken;
 5. the live files are linked to ``<name>.replaced-<UTC time>`` and the copies renamed over
    them (cold first, then hot: each rename is atomic, and they follow each other at once).
@@ -31,8 +31,8 @@ from typing import Any
 from memkeeper.clock import ensure_utc
 from memkeeper.errors import LockBusy, StorageUnwritable
 from memkeeper.maintenance.locks import daemon_lock, jobs_lock
-from memkeeper.storage.backup import fsync_path, new_private_file, remove_with_sidecars
-from memkeeper.storage.backup_check import (
+from memkeeper.storage.sqlite.backup import fsync_path, new_private_file, remove_with_sidecars
+from memkeeper.storage.sqlite.backup_check import (
     FILES,
     check_file,
     describe,
@@ -40,9 +40,9 @@ from memkeeper.storage.backup_check import (
     sha256_of,
     verify,
 )
-from memkeeper.storage.backup_prune import apply_tombstones
-from memkeeper.storage.files import Storage
-from memkeeper.storage.restore_hold import Held, hold_alone, let_go, live_tombstones
+from memkeeper.storage.sqlite.backup_prune import apply_tombstones
+from memkeeper.storage.sqlite.files import SqliteStorage
+from memkeeper.storage.sqlite.restore_hold import Held, hold_alone, let_go, live_tombstones
 
 RESTORING = ".restoring"
 
@@ -92,7 +92,9 @@ def restore(
                 temp[role].parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 new_private_file(temp[role])
                 shutil.copyfile(directory / name, temp[role])
-            copy = Storage(temp["hot"], temp["cold"], busy_timeout_ms=busy_timeout_ms, create=False)
+            copy = SqliteStorage(
+                temp["hot"], temp["cold"], busy_timeout_ms=busy_timeout_ms, create=False
+            )
             try:
                 applied = apply_tombstones(copy, live_tombstones(live["hot"]), now=now)
             finally:

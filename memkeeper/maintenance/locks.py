@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from memkeeper.errors import LockBusy, StorageUnwritable
 
 if TYPE_CHECKING:
-    from memkeeper.storage.files import Storage
+    from memkeeper.storage.base import Storage
 
 POLL_SECONDS = 0.1
 

@@ -33,7 +33,7 @@ from memkeeper.maintenance.jobkit import (
 )
 from memkeeper.maintenance.locks import jobs_lock
 from memkeeper.storage import job_runs
-from memkeeper.storage.files import DEFAULT_AUTOCHECKPOINT
+from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT
 from memkeeper.storage.forgetting import finish_interrupted
 from memkeeper.storage.transitions import reconcile_now
 from memkeeper.store import MemoryStore

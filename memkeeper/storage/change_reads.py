@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memkeeper.storage.changelog import CHANGE_FILTERS
-from memkeeper.storage.connection import Database
+from memkeeper.storage.sqlite.connection import Database
 
 
 def select_changes(

@@ -24,8 +24,8 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from memkeeper.storage.connection import Database
-from memkeeper.storage.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.sqlite.schema import COLD_COLUMNS, MEMORY_COLUMNS
 
 CHANGE_FILTERS = ("memory_id", "run_id", "user_id", "namespace", "action")
 """The change-log columns a caller may filter on (each has an index)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.batches import chunks, placeholders
 from memkeeper.storage.handle import Handle
 from memkeeper.storage.transaction import write_transaction
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.connection import Database
+from memkeeper.storage.sqlite.connection import Database
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|'[^']*'|-?\d+(?:\.\d+)?|<=|>=|!=|<>|[=<>?(),])"

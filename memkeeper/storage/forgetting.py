@@ -9,8 +9,8 @@ tombstones (:mod:`memkeeper.storage.tombstones`): the scope asked for (and, belo
 user, each erased id), so that a backup taken earlier can be pruned of the erased entries
 and nothing re-imports them. A forget by id of a keyed entry (fact, preference) also
 tombstones its key.
-Then :mod:`memkeeper.storage.scrub` makes sure no byte of an erased text is left in either file or
-its write-ahead log, including stale copies in the unused space of live pages.
+Then :mod:`memkeeper.storage.sqlite.scrub` makes sure no byte of an erased text is left in
+either file or its write-ahead log, including stale copies in the unused space of live pages.
 
 Forgetting something that is not there changes nothing: no change-log row, no tombstone.
 
@@ -25,8 +25,8 @@ rows in the hot file: a retry finds the entry through them (by id, or by owner a
 their images) and finishes. A crash after the hot commit leaves the ``pending_scrubs`` row:
 the next erasure, or the next job run, rebuilds both files. A row is taken for interrupted
 only when its owner is gone: the owner holds a flock on the row's own lock file from before
-the commit until the row is deleted (:mod:`memkeeper.storage.scrub_owners`), so a forget still
-scrubbing in another process is left to finish.
+the commit until the row is deleted (:mod:`memkeeper.storage.sqlite.scrub_owners`), so a
+forget still scrubbing in another process is left to finish.
 """
 
 from __future__ import annotations
@@ -38,12 +38,14 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.storage import keywords, scrub_owners, transitions
+from memkeeper.storage import keywords, transitions
+from memkeeper.storage.base import Storage
+from memkeeper.storage.batches import delete_in
 from memkeeper.storage.changelog import change_row, insert_changes
-from memkeeper.storage.files import Storage, delete_in
-from memkeeper.storage.scrub import needles_of, scrub
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.sqlite import scrub_owners
+from memkeeper.storage.sqlite.scrub import needles_of, scrub
 from memkeeper.storage.tombstones import record as record_tombstone
+from memkeeper.storage.transaction import immediate_transaction
 from memkeeper.storage.transitions import reconcile
 from memkeeper.storage.uses import delete_uses
 from memkeeper.storage.vectors import delete_vectors
@@ -293,7 +295,7 @@ def _erase(
 
 def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence[int]) -> None:
     """Purge the keyword indexes' deleted trigrams, scrub both files (see
-    :mod:`~memkeeper.storage.scrub`), then drop those markers."""
+    :mod:`~memkeeper.storage.sqlite.scrub`), then drop those markers."""
     files = [(storage.hot, storage.hot_path, storage.hot_raw)]
     cold = storage.cold(create=False)
     if cold is not None:
@@ -310,7 +312,7 @@ def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence
 def finish_interrupted(storage: Storage) -> bool:
     """Rebuild both files if an erasure was interrupted after its commit. True if it was.
 
-    Interrupted means its owner is gone (:mod:`~memkeeper.storage.scrub_owners`): a row
+    Interrupted means its owner is gone (:mod:`~memkeeper.storage.sqlite.scrub_owners`): a row
     whose owner is still scrubbing, in this or another process, is left to it.
     """
     if storage.hot.dialect == "postgres":

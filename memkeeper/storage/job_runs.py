@@ -20,11 +20,11 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import from_db, to_db
-from memkeeper.storage.connection import Database
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.storage.postgres import retention as pg_retention
 from memkeeper.storage.postgres.leadership import host_name
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.transaction import immediate_transaction
 
 
 def record_start(

@@ -37,9 +37,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from memkeeper.storage.connection import Database
 from memkeeper.storage.postgres.keywords import is_postgres, like_operator, trigram_rows
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.transaction import immediate_transaction
 
 TABLES = ("memories", "cold_memories")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.batches import chunks, placeholders
 from memkeeper.storage.handle import Handle
 
 Row = dict[str, Any]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.connection import Database
+from memkeeper.storage.sqlite.connection import Database
 
 Pair = tuple[str, str]
 

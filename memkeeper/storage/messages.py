@@ -19,9 +19,10 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.storage.connection import Database
-from memkeeper.storage.files import Storage, chunks, placeholders
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.base import Storage
+from memkeeper.storage.batches import chunks, placeholders
+from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.transaction import immediate_transaction
 
 _SUMMARIZED_BEFORE = "summarized_at IS NOT NULL AND summarized_at < ?"
 

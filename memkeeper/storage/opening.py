@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memkeeper.storage.files import Storage
-from memkeeper.storage.sqlite import Tuning
+from memkeeper.storage.base import Storage
+from memkeeper.storage.sqlite.files import SqliteStorage
+from memkeeper.storage.sqlite.opening import Tuning
 
 if TYPE_CHECKING:
     from memkeeper.settings import Settings
@@ -28,7 +29,7 @@ def open_storage(settings: Settings, *, create: bool) -> Storage:
             connect_timeout=database.connect_timeout_s,
             synchronous=database.synchronous,
         )
-    return Storage(
+    return SqliteStorage(
         settings.hot_path,
         settings.cold_path,
         busy_timeout_ms=database.busy_timeout_ms,

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memkeeper.storage.connection import Database
-from memkeeper.storage.files import chunks, placeholders
+from memkeeper.storage.batches import chunks, placeholders
 from memkeeper.storage.postgres import retention as pg_retention
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.transaction import immediate_transaction
 
 THINNED = "thinned"
 """The key a thinned image carries (``true``)."""

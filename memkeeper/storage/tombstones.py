@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import from_db, to_db
-from memkeeper.storage.connection import Database
+from memkeeper.storage.sqlite.connection import Database
 
 SCOPES = ("memory", "key", "user")
 _ARITY = {"memory": 1, "key": 3, "user": 1}

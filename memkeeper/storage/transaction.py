@@ -4,19 +4,41 @@ A summary note with its messages' marks, an undo with the messages it returns, a
 re-checked and applied, a purge's uses and vectors: each is one
 ``with write_transaction(storage):`` block. On SQLite it is the storage's thread lock and a
 ``BEGIN IMMEDIATE`` transaction on the hot file
-(:func:`memkeeper.storage.sqlite.immediate_transaction`: queued writers, bounded waits,
-nested blocks become savepoints); the layers above name neither, so another backend can
-offer the same block.
+(:func:`memkeeper.storage.sqlite.writing.sqlite_write_transaction`: queued writers, bounded
+waits, nested blocks become savepoints); on PostgreSQL a transaction holding memkeeper's
+write locks of the users written (:mod:`memkeeper.storage.postgres.write_locks`). The layers
+above name neither: :func:`immediate_transaction` picks the handle's own.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterator
+from typing import TYPE_CHECKING
 
-from memkeeper.storage.files import Storage
 from memkeeper.storage.handle import Handle
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.sqlite.writing import sqlite_write_transaction
+
+if TYPE_CHECKING:
+    from memkeeper.storage.base import Storage
+
+
+@contextlib.contextmanager
+def immediate_transaction(
+    db: Handle, *, users: Collection[str] | None = None, try_users: bool = False
+) -> Iterator[Handle]:
+    """One short write transaction on ``db`` that takes its write lock up front.
+
+    ``users`` and ``try_users`` scope the write on PostgreSQL (one writer per user, a job
+    skipping users an agent is writing: :mod:`memkeeper.storage.postgres.write_locks`);
+    SQLite has one writer at a time whatever is written. Nested calls become savepoints.
+    """
+    if getattr(db, "dialect", "sqlite") == "postgres":
+        with db.write_transaction(users, try_users=try_users):  # type: ignore[attr-defined]
+            yield db
+        return
+    with sqlite_write_transaction(db) as written:
+        yield written
 
 
 @contextlib.contextmanager

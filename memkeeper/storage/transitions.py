@@ -4,13 +4,11 @@ Everything that writes a memory — the store API, every maintenance job, review
 undo — describes what it wants as :class:`Transition` values: "memory X, which I saw as image
 A, should become image B (or be created, or removed), because ...". :func:`apply` then:
 
-1. takes the hot file's write lock (``BEGIN IMMEDIATE``), so no other writer can interleave;
+1. takes the write lock (SQLite's ``BEGIN IMMEDIATE``; PostgreSQL's per-user advisory locks);
 2. re-reads each entry and skips any whose current image is not the one the caller saw — an
    entry used or written after it was selected is never touched (an agent's recall wins);
 3. writes the new images to the right file (state ``cold`` lives in the cold file) and one
-   change-log row per change, committing them together.
-
-With ``dry_run`` it stops after step 2 and reports what would change, writing nothing.
+   change-log row per change, committing them together. ``dry_run`` stops after step 2.
 
 A use is not a change: a recall of an active entry updates only its use columns, in place,
 and counts the use in ``uses`` (:mod:`memkeeper.storage.uses`). That still changes the
@@ -18,7 +16,8 @@ entry's image, so step 2 sees it and a job selected before it leaves the entry a
 store of this process holds buffered (:mod:`memkeeper.storage.use_buffer`) are written just
 before step 2 of an apply that opens its own transaction (a job's), so step 2 sees them too.
 
-Crash safety across the two files. A move between files is three commits, ordered so that a
+Crash safety across SQLite's two files (on PostgreSQL cold storage is a table of the same
+database, and a move is one transaction). A move between files is three commits, so that a
 crash at any instant leaves the entry recoverable in exactly one place:
 
 * cold file: write the entry's cold image (for hot→cold) and mark its id in
@@ -47,10 +46,11 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import to_db
+from memkeeper.storage.base import Storage
+from memkeeper.storage.batches import chunks, delete_in, placeholders
 from memkeeper.storage.changelog import change_row, insert_changes
-from memkeeper.storage.files import Storage, chunks, delete_in, placeholders
-from memkeeper.storage.schema import COLD_COLUMNS, MEMORY_COLUMNS
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.sqlite.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.transaction import immediate_transaction
 
 Image = dict[str, Any]
 

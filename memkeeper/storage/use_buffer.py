@@ -36,9 +36,10 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper import logs
+from memkeeper.storage.base import Storage
+from memkeeper.storage.batches import placeholders
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.files import Storage, placeholders
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import immediate_transaction
 from memkeeper.storage.transitions import (
     Image,
     Transition,

@@ -38,8 +38,8 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import from_db, to_db
-from memkeeper.storage.connection import Database
-from memkeeper.storage.files import delete_in
+from memkeeper.storage.batches import delete_in
+from memkeeper.storage.sqlite.connection import Database
 from memkeeper.storage.transitions import Image, used_image
 
 _UPSERT_MANY = (

@@ -25,9 +25,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memkeeper.storage.connection import Database
-from memkeeper.storage.files import chunks, delete_in, placeholders
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.batches import chunks, delete_in, placeholders
+from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.transaction import immediate_transaction
 
 if TYPE_CHECKING:
     import numpy

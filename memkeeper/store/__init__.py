@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from memkeeper.clock import Clock, system_now
 from memkeeper.settings import database_paths, resolve
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.storage.opening import open_storage
 from memkeeper.store.core import Concern as _Concern
 from memkeeper.store.core import StoreCore
@@ -97,7 +97,7 @@ class MemoryStore:
 
     @property
     def storage(self) -> Storage:
-        """The two files (:class:`~memkeeper.storage.files.Storage`)."""
+        """The two files (:class:`~memkeeper.storage.base.Storage`)."""
         return self._core.storage
 
     @storage.setter

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memkeeper import validation
 from memkeeper.clock import Clock
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.storage.transitions import Outcome, Transition, apply
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Memory entries: the engine functions that find the current entry and plan new ones.
 
-They work on :class:`~memkeeper.storage.files.Storage`, not on a MemoryStore, so that the
+They work on :class:`~memkeeper.storage.base.Storage`, not on a MemoryStore, so that the
 store, imports (:mod:`memkeeper.store.transfer`), curation, undo and the summarize job share
 one definition of "the current value of a key", of a new entry's image and of what
 remembering a value changes. None of them writes: callers apply the transitions they return
@@ -16,8 +16,8 @@ from datetime import datetime
 
 from memkeeper.clock import to_db
 from memkeeper.storage import memory_reads
+from memkeeper.storage.base import Storage
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.files import Storage
 from memkeeper.storage.transitions import Image, Transition, hot_image, supersede, with_changes
 
 DEFAULT_CONFIDENCE = 0.9

@@ -13,17 +13,17 @@ from typing import Any
 
 from memkeeper import validation
 from memkeeper.errors import InvalidInput
-from memkeeper.storage import set_aside
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.storage.forgetting import Selection
 from memkeeper.storage.forgetting import erase as erase_live
+from memkeeper.storage.sqlite import set_aside
 from memkeeper.store import bm25_index
 from memkeeper.store.core import StoreCore
 
 
 def erase(core_storage: Storage, selection: Selection, **how: Any) -> dict[str, int]:
     """Erase in the live files, then in the files ``restore-backup`` set aside beside them
-    (:mod:`memkeeper.storage.set_aside`), which would otherwise keep the erased values; and
+    (:mod:`memkeeper.storage.sqlite.set_aside`), which would otherwise keep the erased values; and
     the keyword postings this process keeps in memory (:mod:`memkeeper.store.bm25_index`),
     which hold the values of recently searched users' entries. On PostgreSQL nothing is set
     aside (``restore-backup`` refuses there)."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage import memory_reads
-from memkeeper.storage.files import batched
+from memkeeper.storage.batches import batched
 from memkeeper.storage.tombstones import erased_at
 from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Image, Transition, apply, hot_image, supersede

@@ -2,7 +2,7 @@
 
 Unlike :mod:`memkeeper.store.recall`, these reads change nothing (an operator listing a
 user's memory does not keep it alive). They see both files: an id is looked up hot first,
-then cold (:meth:`~memkeeper.storage.files.Storage.current_images`).
+then cold (:meth:`~memkeeper.storage.base.Storage.current_images`).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from typing import Any
 
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage import parking_rows
+from memkeeper.storage.base import Storage
 from memkeeper.storage.changelog import change_row, insert_changes
-from memkeeper.storage.files import Storage
 from memkeeper.storage.transaction import write_transaction
 from memkeeper.store.entries import current_entry
 

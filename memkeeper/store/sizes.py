@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.config.retention import StatusSection
-from memkeeper.storage.connection import Database
-from memkeeper.storage.files import Storage
-from memkeeper.storage.space import file_sizes, space_of, table_stats
+from memkeeper.storage.base import Storage
+from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.sqlite.space import file_sizes, space_of, table_stats
 
 MIB = 1024 * 1024
 

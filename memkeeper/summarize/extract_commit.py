@@ -30,7 +30,7 @@ from typing import Any
 
 from memkeeper.clock import from_db
 from memkeeper.maintenance.jobkit import JobContext
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.storage.tombstones import erased_at
 from memkeeper.storage.transitions import Image, Transition
 from memkeeper.store.entries import current_entry, remember_plan

@@ -20,7 +20,7 @@ from datetime import datetime
 from memkeeper.config import SummarizeJob
 from memkeeper.llm.errors import LlmError, LlmRequestRejected, SummaryRejected
 from memkeeper.maintenance.jobkit import JobContext
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.store.parking import ParkedSession, SessionRef, parked_sessions, record_failure
 from memkeeper.store.parking import is_parked as _stored_is_parked
 from memkeeper.summarize.session import DueSession, SessionResult

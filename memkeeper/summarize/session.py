@@ -17,7 +17,7 @@ from typing import Literal
 from memkeeper.llm.errors import LlmError
 from memkeeper.llm.usage import Usage
 from memkeeper.storage import messages
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.storage.transitions import Image
 from memkeeper.store.entries import current_entry
 from memkeeper.summarize.extract import Extracted

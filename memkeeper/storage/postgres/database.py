@@ -35,9 +35,9 @@ from psycopg.adapt import Loader
 from psycopg.pq import TransactionStatus
 
 from memkeeper.errors import DatabaseUnreachable
-from memkeeper.storage.connection import _LAZY_KEYWORDS, _first_keyword, _keys
 from memkeeper.storage.postgres.dialect import translate
 from memkeeper.storage.postgres.write_locks import Scope, blocking_locks, lock_users
+from memkeeper.storage.sqlite.connection import _LAZY_KEYWORDS, _first_keyword, _keys
 
 _SAVEPOINTS = itertools.count(1)
 
@@ -165,7 +165,7 @@ def _reason(exc: psycopg.Error) -> str:
 
 
 class PostgresDatabase:
-    """One PostgreSQL connection with the calls of :class:`~memkeeper.storage.connection.
+    """One PostgreSQL connection with the calls of :class:`~memkeeper.storage.sqlite.connection.
     Database`; storage functions take either as their ``db``."""
 
     dialect = "postgres"

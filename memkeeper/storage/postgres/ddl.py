@@ -1,6 +1,6 @@
 """The memkeeper schema on PostgreSQL, as ordered steps of DDL (applied by ``schema.py``).
 
-It mirrors the SQLite schema (memkeeper/storage/schema.py) table for table and column for
+It mirrors the SQLite schema (memkeeper/storage/sqlite/schema.py) table for table and column for
 column, so the store can run the same logic on both: the same names, the same checks, times
 as the same fixed-width UTC ISO text (``clock.to_db``; the store compares and pages on them
 as strings on both backends), JSON as the same text. What differs is what PostgreSQL does

@@ -6,7 +6,7 @@ with the content-free ``forget`` row and the tombstones), deleted in ONE transac
 memkeeper's write lock: cold storage is a table of the same database, so there is no
 in-between state to recover from and no ``pending_scrubs`` row.
 
-SQLite's byte scrub (:mod:`memkeeper.storage.scrub`) does not apply: the server owns the
+SQLite's byte scrub (:mod:`memkeeper.storage.sqlite.scrub`) does not apply: the server owns the
 files. What memkeeper can do is ask the server to reclaim the deleted row versions right
 away: after the commit, ``VACUUM (INDEX_CLEANUP ON)`` of each table the erasure deleted from
 (its TOAST table included). ``INDEX_CLEANUP ON`` because since PostgreSQL 14 a VACUUM may skip
@@ -39,7 +39,7 @@ from memkeeper.storage import transitions
 from memkeeper.storage.postgres.pool import connect
 
 if TYPE_CHECKING:
-    from memkeeper.storage.files import Storage
+    from memkeeper.storage.base import Storage
     from memkeeper.storage.forgetting import Selection
     from memkeeper.storage.postgres.database import PostgresDatabase
 

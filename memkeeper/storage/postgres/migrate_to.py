@@ -35,9 +35,9 @@ from psycopg import sql
 
 from memkeeper.errors import MigrationMismatch, TargetNotEmpty
 from memkeeper.logs import get_logger
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.storage.postgres.database import PostgresDatabase
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.transaction import immediate_transaction
 from memkeeper.storage.transitions import reconcile
 
 log = get_logger(__name__)

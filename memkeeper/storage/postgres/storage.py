@@ -1,6 +1,6 @@
 """A store's storage on PostgreSQL: one connection, hot and cold tables in one schema.
 
-:class:`PostgresStorage` is the :class:`~memkeeper.storage.files.Storage` of a PostgreSQL
+:class:`PostgresStorage` is the :class:`~memkeeper.storage.base.Storage` of a PostgreSQL
 database. The layers above see the same object: ``hot`` is the database handle, and
 ``cold()`` is the *same* handle, since cold storage is the table ``cold_memories`` beside
 ``memories``. A move between them is therefore one transaction: the transition mechanism's
@@ -22,7 +22,7 @@ from psycopg import sql
 
 from memkeeper.clock import system_now
 from memkeeper.errors import DatabaseMissing
-from memkeeper.storage.files import DEFAULT_AUTOCHECKPOINT, Storage
+from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT, Storage
 from memkeeper.storage.postgres.database import PostgresDatabase
 from memkeeper.storage.postgres.job_locks import AdvisoryLock
 from memkeeper.storage.postgres.pool import DEFAULT_CONNECT_TIMEOUT, connect

@@ -1,6 +1,6 @@
 """A file's schema steps: registered without sqlite-utils, applied by its ``Migrations``.
 
-:class:`Steps` is what :mod:`memkeeper.storage.schema` registers its steps on. It has the
+:class:`Steps` is what :mod:`memkeeper.storage.sqlite.schema` registers its steps on. It has the
 public face of ``sqlite_utils.migrations.Migrations`` (``name``, the decorator, ``pending``,
 ``applied``, ``apply``), and builds that class only when steps are to be listed or applied
 through it, so that opening an up-to-date file reads the applied steps with one query
@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from memkeeper.storage.connection import utils_database
+from memkeeper.storage.sqlite.connection import utils_database
 
 if TYPE_CHECKING:
     from sqlite_utils.migrations import Migrations

@@ -10,7 +10,7 @@ the file was corrupted (issue 18, item 1).
 
 The rule this module enforces: memkeeper never ``close()``\\s a descriptor of a database file
 that the process may have open through SQLite. The scan reads through **one read-only
-descriptor per file, kept for as long as any** :class:`~memkeeper.storage.files.Storage` **of
+descriptor per file, kept for as long as any** :class:`~memkeeper.storage.base.Storage` **of
 the process uses that file**: it is opened (never closed) when a Storage opens the file, and
 closed only when the last such Storage has closed its SQLite connections — when no lock of
 this process on the file remains to be lost. Alternatives weighed:
@@ -23,7 +23,7 @@ this process on the file remains to be lost. Alternatives weighed:
 Reads use ``os.pread``, never ``mmap``: Python's ``mmap`` duplicates the descriptor and
 closes the duplicate, which cancels the locks just the same. The descriptor also records
 which file was opened (device and inode), so a writer can tell when the path now names
-another file (:meth:`memkeeper.storage.files.Storage.check_cold_file`).
+another file (:meth:`memkeeper.storage.base.Storage.check_cold_file`).
 """
 
 from __future__ import annotations

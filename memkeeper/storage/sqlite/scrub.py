@@ -14,7 +14,7 @@ no later delete reaches them. After an erasure, :func:`scrub` therefore:
 When the erased texts are unknown (an erasure interrupted after its commit, found later
 through ``pending_scrubs``) or too many to scan for, both files are rebuilt unconditionally.
 The scan reads the file once (``pread`` through the process's long-lived descriptor of it,
-:mod:`memkeeper.storage.rawfile`), which is far cheaper than a ``VACUUM`` for the usual
+:mod:`memkeeper.storage.sqlite.rawfile`), which is far cheaper than a ``VACUUM`` for the usual
 one-key forget; the rebuild is what guarantees the result. The scan never opens or closes
 the file itself: a ``close()`` of any descriptor of a file cancels every POSIX lock the
 process holds on it, the SQLite connection's included (issue 18, item 1). Without such a
@@ -30,9 +30,9 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from memkeeper.errors import DatabaseError, LockBusy, MemkeeperError, StorageFull
-from memkeeper.storage.connection import Database
-from memkeeper.storage.rawfile import RawFile, holds_any
-from memkeeper.storage.sqlite_errors import is_locked_error
+from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.sqlite.errors import is_locked_error
+from memkeeper.storage.sqlite.rawfile import RawFile, holds_any
 
 MAX_SCANNED_NEEDLES = 32
 """Above this many byte strings to look for, rebuilding is cheaper than scanning once per text."""
@@ -95,7 +95,7 @@ def checkpoint_fully(db: Database, path: Path, *, timeout_s: float) -> None:
 def file_holds_any(raw: RawFile | None, needles: Collection[bytes]) -> bool:
     """True when the file's raw bytes contain any of the needles, or cannot be read.
 
-    ``raw`` is the process's descriptor of the file (:mod:`memkeeper.storage.rawfile`); the
+    ``raw`` is the process's descriptor of the file (:mod:`memkeeper.storage.sqlite.rawfile`); the
     file is never opened or closed here.
     """
     if not needles:

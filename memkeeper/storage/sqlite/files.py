@@ -1,4 +1,4 @@
-"""The two files behind a MemoryStore: the hot database and, opened on demand, cold storage.
+"""SQLite's storage: the two files behind a MemoryStore, the hot database and cold storage.
 
 This module only opens files and reads rows; changing memory rows is the job of
 :mod:`memkeeper.storage.transitions` (and erasing them, of :mod:`memkeeper.storage.forgetting`).
@@ -12,64 +12,18 @@ process needs — there is no deadlock.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from memkeeper.errors import ColdStorageChanged, DatabaseMissing
-from memkeeper.storage import rawfile
-from memkeeper.storage.changelog import image_of
-from memkeeper.storage.connection import Database
-from memkeeper.storage.schema import COLD, HOT
-from memkeeper.storage.sqlite import Tuning, checkpoint, open_database
-
-DEFAULT_AUTOCHECKPOINT = 1000  # SQLite's own default, in WAL pages
-
-SQL_CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
+from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT, Storage
+from memkeeper.storage.sqlite import rawfile
+from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.sqlite.opening import Tuning, checkpoint, open_database
+from memkeeper.storage.sqlite.schema import COLD, HOT
 
 
-def chunks(items: Sequence[Any], size: int = SQL_CHUNK) -> Iterator[Sequence[Any]]:
-    """Split a sequence into slices of at most ``size`` items."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def batched(rows: Iterator[Any] | Sequence[Any], size: int) -> Iterator[list[Any]]:
-    """Group an iterable into lists of at most ``size``."""
-    batch: list[Any] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def placeholders(count: int) -> str:
-    """``?, ?, ?`` for an IN list of ``count`` parameters."""
-    return ", ".join("?" * count)
-
-
-def delete_in(conn: Any, table: str, column: str, values: Sequence[Any]) -> int:
-    """``DELETE FROM table WHERE column IN (values)``, in chunks; returns rows deleted.
-
-    The caller holds the transaction. ``table`` and ``column`` are memkeeper's own names.
-    """
-    count = 0
-    for part in chunks(list(values)):
-        count += conn.execute(
-            f"DELETE FROM {table} WHERE {column} IN ({placeholders(len(part))})", list(part)
-        ).rowcount
-    return count
-
-
-class Storage:
-    """The hot database (always open) and the cold database (opened when first needed)."""
-
-    one_database = False
-    """True when cold storage is a table of the hot database (PostgreSQL): a move between
-    them is one transaction, with no crash protocol across files."""
+class SqliteStorage(Storage):
+    """The hot database file (always open) and the cold file (opened when first needed)."""
 
     def __init__(
         self,
@@ -97,7 +51,7 @@ class Storage:
             )
         self.hot: Database = hot
         # Raw descriptors for the residue scan, opened now and closed only after the SQLite
-        # connections (see memkeeper.storage.rawfile: closing one earlier drops our locks).
+        # connections (see memkeeper.storage.sqlite.rawfile: closing one earlier drops our locks).
         self.hot_raw = rawfile.attach(self.hot_path)
         self.cold_raw: rawfile.RawFile | None = None
         self._cold: Database | None = None
@@ -161,35 +115,6 @@ class Storage:
                 "nothing was moved into it and the entries stay hot. Restore the file (or "
                 "let memkeeper create a new one) and restart the service or agent"
             )
-
-    def hot_images(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Current hot rows of the given ids, as images."""
-        found: dict[str, dict[str, Any]] = {}
-        for part in chunks(list(ids)):
-            sql = f"SELECT * FROM memories WHERE id IN ({placeholders(len(part))})"
-            for row in self.hot.query(sql, list(part)):
-                found[row["id"]] = image_of(row)
-        return found
-
-    def cold_images(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Current cold rows of the given ids, as images (empty when there is no cold file)."""
-        cold = self.cold(create=False)
-        found: dict[str, dict[str, Any]] = {}
-        if cold is None:
-            return found
-        for part in chunks(list(ids)):
-            sql = f"SELECT * FROM cold_memories WHERE id IN ({placeholders(len(part))})"
-            for row in cold.query(sql, list(part)):
-                found[row["id"]] = image_of(row)
-        return found
-
-    def current_images(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Where each id lives now. A copy left in cold by an interrupted move loses to hot."""
-        found = self.hot_images(ids)
-        missing = [memory_id for memory_id in ids if memory_id not in found]
-        if missing:
-            found.update(self.cold_images(missing))
-        return found
 
     def checkpoint(self) -> None:
         """Fold both WAL files into their databases, without waiting for or blocking anyone."""

@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.storage.backup import (
+from memkeeper.storage.base import Storage
+from memkeeper.storage.forgetting import Selection, erase
+from memkeeper.storage.sqlite.backup import (
     PARTIAL,
     clear_leftovers,
     file_entry,
@@ -38,11 +40,16 @@ from memkeeper.storage.backup import (
     to_rollback_journal,
     write_manifest,
 )
-from memkeeper.storage.backup_check import FILES, check_file, describe, open_read_only, verify
-from memkeeper.storage.files import Storage
-from memkeeper.storage.forgetting import Selection, erase
-from memkeeper.storage.sqlite import immediate_transaction
+from memkeeper.storage.sqlite.backup_check import (
+    FILES,
+    check_file,
+    describe,
+    open_read_only,
+    verify,
+)
+from memkeeper.storage.sqlite.files import SqliteStorage
 from memkeeper.storage.tombstones import Tombstone, copy_in, digest_of, since
+from memkeeper.storage.transaction import immediate_transaction
 
 ACTOR = "backup:prune-forgotten"
 _ORDER = {"user": 0, "key": 1, "memory": 2}
@@ -144,7 +151,7 @@ def prune(live: Storage, directory: Path, *, now: datetime, version: str) -> dic
         for role, (name, _) in FILES.items():
             new_private_file(partial[role])
             shutil.copyfile(directory / name, partial[role])
-        copy = Storage(
+        copy = SqliteStorage(
             partial["hot"], partial["cold"], busy_timeout_ms=live.busy_timeout_ms, create=False
         )
         try:

@@ -22,8 +22,9 @@ from typing import Any
 
 from memkeeper import logs
 from memkeeper.errors import MemkeeperError
-from memkeeper.storage.files import Storage
+from memkeeper.storage.base import Storage
 from memkeeper.storage.forgetting import Selection, erase
+from memkeeper.storage.sqlite.files import SqliteStorage
 
 log = logs.get_logger("memkeeper.forget")
 
@@ -53,7 +54,7 @@ def reach(
     result: dict[str, Any] = {"reached": {}, "unreachable": {}}
     for hot, cold in pairs(live.hot_path, live.cold_path):
         try:
-            aside = Storage(hot, cold, busy_timeout_ms=live.busy_timeout_ms, create=False)
+            aside = SqliteStorage(hot, cold, busy_timeout_ms=live.busy_timeout_ms, create=False)
             try:
                 result["reached"][str(hot)] = erase(
                     aside, selection, actor=actor, now=now, reason=reason

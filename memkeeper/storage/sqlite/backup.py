@@ -12,7 +12,7 @@ entry is in both copies or in neither. Writers wait only for the two snapshots t
 The copies are written under temporary names, switched to a rollback journal (a backup is a
 plain file, with no ``-wal`` beside it), checked (``PRAGMA integrity_check``, application
 id, schema, row counts against the snapshot), made 0600 in a 0700 directory, then renamed
-into place; the manifest (:mod:`memkeeper.storage.backup_check`) is written last.
+into place; the manifest (:mod:`memkeeper.storage.sqlite.backup_check`) is written last.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from typing import Any
 
 from memkeeper.clock import to_db
 from memkeeper.errors import DatabaseError, StorageUnwritable
-from memkeeper.storage.backup_check import (
+from memkeeper.storage.base import Storage
+from memkeeper.storage.sqlite.backup_check import (
     FILES,
     FORMAT,
     FORMAT_VERSION,
@@ -38,9 +39,9 @@ from memkeeper.storage.backup_check import (
     describe,
     sha256_of,
 )
-from memkeeper.storage.files import Storage
-from memkeeper.storage.schema import COLD
-from memkeeper.storage.sqlite import immediate_transaction, open_database
+from memkeeper.storage.sqlite.opening import open_database
+from memkeeper.storage.sqlite.schema import COLD
+from memkeeper.storage.transaction import immediate_transaction
 from memkeeper.storage.transitions import reconcile
 
 PARTIAL = ".partial"

@@ -14,7 +14,7 @@ owns the unfinished scrub itself (a crash while finishing it hands it on again).
 a pid and start time in the row: no schema change, no reading other processes' details
 (``/proc`` is Linux-only), and no pid reuse to reason about. The lock file is never the
 database file: a lock taken and released on that would cancel SQLite's own locks
-(:mod:`memkeeper.storage.rawfile`). A lock file that cannot be created (a read-only
+(:mod:`memkeeper.storage.sqlite.rawfile`). A lock file that cannot be created (a read-only
 directory) makes its row look abandoned, which only costs a rebuild.
 """
 

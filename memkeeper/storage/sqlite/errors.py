@@ -13,7 +13,7 @@ from memkeeper.errors import (
     StorageUnwritable,
     WriteConflict,
 )
-from memkeeper.storage.connection import Database
+from memkeeper.storage.sqlite.connection import Database
 
 
 def is_locked_error(exc: sqlite3.Error) -> bool:

@@ -3,8 +3,8 @@
 The hot file (``memory.db``) holds live memories, conversation messages, episodes, the change
 log and job runs. The cold file (``memory-cold.db``) holds retired memories. Each file has its
 own migration set (sqlite-utils ``Migrations``, registered through
-:class:`~memkeeper.storage.steps.Steps`); a new schema step is a new decorated function at the
-end of the list, never an edit to an old one, and gets a test that builds the older
+:class:`~memkeeper.storage.sqlite.steps.Steps`); a new schema step is a new decorated
+function at the end of the list, never an edit to an old one, and gets a test that builds the older
 schema, fills it and migrates it forward.
 
 Indexes are chosen so that every maintenance rule finds what is due with a range scan, and
@@ -24,9 +24,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memkeeper.storage.keywords import create_index
-from memkeeper.storage.space import convert_to_incremental
-from memkeeper.storage.sqlite import FileKind
-from memkeeper.storage.steps import Steps
+from memkeeper.storage.sqlite.opening import FileKind
+from memkeeper.storage.sqlite.space import convert_to_incremental
+from memkeeper.storage.sqlite.steps import Steps
 
 if TYPE_CHECKING:  # a step is given the file as sqlite-utils' Database (its Migrations run it)
     from sqlite_utils import Database
@@ -69,7 +69,7 @@ def _step(
     """Register a migration step and remember its name (what this version knows).
 
     ``transactional=False``: a step that cannot run in a transaction (a ``VACUUM``); it must
-    be idempotent (see :func:`memkeeper.storage.sqlite.migrate`).
+    be idempotent (see :func:`memkeeper.storage.sqlite.opening.migrate`).
     """
     steps.append(name)
     return migrations(name=name, transactional=transactional)
@@ -212,7 +212,7 @@ def _hot_uses(db: Database) -> None:
 
 @_step(hot_migrations, _HOT_STEPS, "0004_incremental_vacuum", transactional=False)
 def _hot_incremental_vacuum(db: Database) -> None:
-    # Free pages go back to the file system in bounded steps (memkeeper.storage.space).
+    # Free pages go back to the file system in bounded steps (memkeeper.storage.sqlite.space).
     convert_to_incremental(db)
 
 

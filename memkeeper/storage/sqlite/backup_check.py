@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.errors import DatabaseError, InputFileMissing
-from memkeeper.storage.schema import COLD, HOT
-from memkeeper.storage.sqlite import FileKind
-from memkeeper.storage.steps import applied_names
+from memkeeper.storage.sqlite.opening import FileKind
+from memkeeper.storage.sqlite.schema import COLD, HOT
+from memkeeper.storage.sqlite.steps import applied_names
 
 MANIFEST = "manifest.json"
 FORMAT = "memkeeper-backup"

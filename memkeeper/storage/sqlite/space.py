@@ -6,7 +6,7 @@ moves to cold storage) go on the file's freelist, where later writes reuse them,
 a few hundred pages per short write transaction, so agents never wait long for the lock.
 In WAL mode the file itself shrinks at the next checkpoint that completes.
 
-New files get the setting before their first table exists (:mod:`memkeeper.storage.sqlite`);
+New files get the setting before their first table exists (:mod:`memkeeper.storage.sqlite.opening`);
 :func:`convert_to_incremental` is the migration step that converts older files (it needs a
 ``VACUUM``, which cannot run inside a transaction).
 """
@@ -18,7 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from memkeeper.storage.connection import Database
+from memkeeper.storage.sqlite.connection import Database
 
 INCREMENTAL = 2
 """``PRAGMA auto_vacuum`` value of INCREMENTAL (0 is NONE, 1 is FULL)."""
@@ -38,7 +38,7 @@ def convert_to_incremental(db: Database) -> None:
     Changing the mode of a file that already has tables takes a ``VACUUM`` (the whole file
     rewritten, atomically: a crash leaves the old file or the new one), and ``VACUUM`` cannot
     run inside a transaction. Idempotent: a file already incremental (every new file) is left
-    alone, so :func:`memkeeper.storage.sqlite.migrate` can run it once on its own and again
+    alone, so :func:`memkeeper.storage.sqlite.opening.migrate` can run it once on its own and again
     in the transaction that records it.
     """
     if auto_vacuum(db) == INCREMENTAL:

@@ -1,4 +1,4 @@
-"""Opening memkeeper's SQLite files safely, and the one way to write to them.
+"""Opening memkeeper's SQLite files safely: WAL, a real busy timeout, migrations, checkpoints.
 
 Every connection is in WAL mode (readers never block the writer), waits up to a real busy
 timeout for locks, and has ``secure_delete`` on so that a forgotten value is overwritten on
@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +23,11 @@ from memkeeper.errors import (
     LockBusy,
     StorageUnwritable,
 )
-from memkeeper.storage.connection import Database, utils_database
-from memkeeper.storage.permissions import ExplainedConnection, read_only_error
-from memkeeper.storage.sqlite_errors import is_locked_error, translate_error
-from memkeeper.storage.steps import applied_names
+from memkeeper.storage.sqlite.connection import Database, utils_database
+from memkeeper.storage.sqlite.errors import is_locked_error
+from memkeeper.storage.sqlite.permissions import ExplainedConnection, read_only_error
+from memkeeper.storage.sqlite.steps import applied_names
+from memkeeper.storage.sqlite.writing import sqlite_write_transaction
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,8 @@ class FileKind:
     role: str
     application_id: int
     migrations: Any
-    """The steps (:class:`~memkeeper.storage.steps.Steps`, or a sqlite-utils ``Migrations``)."""
+    """The steps (:class:`~memkeeper.storage.sqlite.steps.Steps`, or sqlite-utils'
+    ``Migrations``)."""
     steps: tuple[str, ...] = ()
     others: tuple[tuple[int, str], ...] = ()
 
@@ -217,7 +217,7 @@ def migrate(db: Database, path: Path, kind: FileKind) -> None:
             step = pending[0]
             if not step.transactional:
                 step.fn(db)  # outside any transaction (see above)
-            with immediate_transaction(db):
+            with sqlite_write_transaction(db):
                 # Re-check under the write lock: another process may have migrated meanwhile.
                 _check_not_newer(db, path, kind)
                 pending = kind.migrations.pending(db)
@@ -275,94 +275,12 @@ def open_database(
     return db
 
 
-BEGIN_ATTEMPTS = 3
-"""How many busy timeouts a writer queues for the write lock before :class:`LockBusy` reaches
-the caller. Nothing is written before the lock is held, so waiting repeats nothing."""
-
-_POLL_BUSY_MS = 2
-"""While taking the write lock, SQLite's own wait is cut to this many milliseconds and
-memkeeper polls again at once (with a little jitter). SQLite's busy handler sleeps in steps
-that grow to 100 ms (1, 2, 5, 10, 15, 20, 25, 25, 25, 50 ...): measured during a pass, agents
-waited 53, 78 and 103 ms — exactly those sums — for a lock the pass held under 20 ms."""
-
-
-def _begin(db: Database) -> None:
-    conn = db.conn
-    full_ms = getattr(conn, "memkeeper_busy_ms", None)
-    if full_ms is None:
-        full_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
-    deadline = time.monotonic() + BEGIN_ATTEMPTS * full_ms / 1000
-    conn.execute(f"PRAGMA busy_timeout = {_POLL_BUSY_MS}")
-    try:
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if not is_locked_error(exc):
-                    error = translate_error(exc, db)
-                    if error is None:
-                        raise
-                    raise error from None
-                if time.monotonic() >= deadline:
-                    raise LockBusy(
-                        "the memory database stayed locked by other writers beyond "
-                        f"{BEGIN_ATTEMPTS} busy timeouts ({BEGIN_ATTEMPTS * full_ms} ms)"
-                    ) from None
-            time.sleep(random.uniform(0.0002, 0.001))  # noqa: S311 - jitter, not security
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {full_ms}")
-
-
-@contextlib.contextmanager
-def immediate_transaction(
-    db: Database, *, users: Collection[str] | None = None, try_users: bool = False
-) -> Iterator[Database]:
-    """One short write transaction that takes the write lock up front.
-
-    sqlite-utils' ``db.atomic()`` opens a deferred ``BEGIN``; in WAL mode a deferred
-    transaction that reads and then writes can fail at once with SQLITE_BUSY when another
-    process committed in between, without waiting for the busy timeout. ``BEGIN IMMEDIATE``
-    takes the write lock first and waits, so concurrent writers queue instead of failing;
-    a writer starved past the busy timeout queues again, up to :data:`BEGIN_ATTEMPTS` times.
-    Expected SQLite failures in the body or the commit (full disk, read-only file, a
-    constraint raced past the checks) roll back and surface as memkeeper's own errors.
-    Nested calls (and sqlite-utils' own ``atomic()`` inside) become savepoints.
-
-    ``users`` and ``try_users`` scope the write on PostgreSQL (one writer per user, a job
-    skipping users an agent is writing: :mod:`memkeeper.storage.postgres.write_locks`);
-    SQLite has one writer at a time whatever is written.
-    """
-    if getattr(db, "dialect", "sqlite") == "postgres":
-        with db.write_transaction(users, try_users=try_users):  # type: ignore[attr-defined]
-            yield db
-        return
-    conn = db.conn
-    if conn.in_transaction:
-        with db.atomic():
-            yield db
-        return
-    _begin(db)
-    try:
-        yield db
-        conn.execute("COMMIT")
-    except BaseException as exc:
-        if conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            error = translate_error(exc, db)
-            if error is not None:
-                raise error from None
-        raise
-
-
 def checkpoint(db: Database, *, mode: str = "PASSIVE") -> None:
     """Fold the WAL back into the main file, best effort.
 
     PASSIVE (the default, used after job runs) copies what it can without waiting for, or
     blocking, anyone: agents never stall on it. TRUNCATE (used by erasure, through
-    :mod:`memkeeper.storage.scrub`) waits for readers and writers and empties the WAL.
+    :mod:`memkeeper.storage.sqlite.scrub`) waits for readers and writers and empties the WAL.
     """
     if getattr(db, "dialect", "sqlite") != "sqlite":
         return

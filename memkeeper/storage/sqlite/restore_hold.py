@@ -12,8 +12,8 @@ import sqlite3
 from pathlib import Path
 
 from memkeeper.errors import LockBusy
-from memkeeper.storage.backup_check import open_read_only
-from memkeeper.storage.sqlite_errors import is_locked_error
+from memkeeper.storage.sqlite.backup_check import open_read_only
+from memkeeper.storage.sqlite.errors import is_locked_error
 from memkeeper.storage.tombstones import Tombstone, since
 
 Held = sqlite3.Connection
