@@ -72,6 +72,13 @@ from memkeeper.paths import is_database_url
     "processes each (default 20).",
 )
 @click.option(
+    "--fleet",
+    "fleet_hosts",
+    type=click.IntRange(min=2, max=16),
+    help="Instead: N simulated hosts (memkeeper run --mcp each) on the --postgres database, "
+    "agents calling every host, the leader killed once: takeover time, latency, errors.",
+)
+@click.option(
     "--postgres",
     "postgres_url",
     metavar="URL",
@@ -93,6 +100,7 @@ def bench(
     eval_seed: int,
     mcp_clients: int | None,
     startup_runs: int | None,
+    fleet_hosts: int | None,
     postgres_url: str | None,
     as_json: bool,
 ) -> None:
@@ -119,7 +127,17 @@ def bench(
     With --mcp-clients N, runs N MCP clients over HTTP instead (the server as memkeeper run
     --mcp serves it) during a full pass and then without one, and reports each tool's
     latency (README, "Agents in any language: the MCP server").
+
+    With --fleet N --postgres URL, starts N memkeeper run --mcp processes (simulated hosts)
+    on the scratch database, agents calling each host's endpoint, kills the leader once, and
+    reports the takeover time, the agents' latency through it and errors (README, "Running a
+    fleet").
     """
+    if postgres_url is not None and not is_database_url(postgres_url):
+        raise click.BadParameter("must be a postgresql:// URL", param_hint="--postgres")
+    if fleet_hosts is not None:
+        _fleet_bench(fleet_hosts, postgres_url, as_json)
+        return
     if startup_runs is not None:
         from memkeeper.bench.startup import measure_startup, startup_table
 
@@ -180,8 +198,6 @@ def bench(
         keep=keep,
         postgres=postgres_url,
     )
-    if postgres_url is not None and not is_database_url(postgres_url):
-        raise click.BadParameter("must be a postgresql:// URL", param_hint="--postgres")
     if options.users > options.memories:
         raise click.BadParameter("needs at least as many memories as users", param_hint="--users")
     if keep is not None and keep.exists() and any(keep.iterdir()):
@@ -191,6 +207,20 @@ def bench(
         print_json(figures)
     else:
         click.echo(table(figures))
+
+
+def _fleet_bench(hosts: int, postgres_url: str | None, as_json: bool) -> None:
+    if postgres_url is None:
+        raise click.UsageError("--fleet needs --postgres URL (a scratch PostgreSQL database)")
+    from memkeeper.bench.fleet_load import fleet_table, measure_fleet
+
+    figures = measure_fleet(
+        hosts, postgres_url, say=lambda text: click.echo(f"bench: {text}", err=True)
+    )
+    if as_json:
+        print_json(figures)
+    else:
+        click.echo(fleet_table(figures))
 
 
 def _merge_bench(users: int | None, seed: int, keep: Path | None, as_json: bool) -> None:
