@@ -136,6 +136,18 @@ _JOB_LOCKS: weakref.WeakKeyDictionary[Any, ReentrantLock] = weakref.WeakKeyDicti
 _REGISTRY = threading.Lock()
 
 
+_LEADER_EPOCH: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def set_leader_epoch(storage: Storage, epoch: int | None) -> None:
+    """While ``storage``'s service leads (PostgreSQL), its job transactions also prove the
+    lead is still in the epoch it took (None: not leading, or a run-once)."""
+    if epoch is None:
+        _LEADER_EPOCH.pop(storage, None)
+    else:
+        _LEADER_EPOCH[storage] = epoch
+
+
 def set_takeover(storage: Storage, seconds: float) -> None:
     """A PostgreSQL lock of ``storage`` whose holder stops answering is lost after
     ``seconds`` (``service.takeover_seconds``); no effect on SQLite's flocks."""
@@ -215,11 +227,22 @@ class ReentrantLock:
         if hot is None or not hasattr(hot, "fence"):
             return
         if on and epoch is not None:
-            from memkeeper.storage.postgres.leadership import Fence
+            from memkeeper.storage.postgres.leadership import Fence, limit_idle_transactions
 
-            hot.fence = Fence(storage.schema, "jobs", epoch, self.inner.lost)  # type: ignore[attr-defined]
+            # A holder paused inside a transaction would keep its row and write locks: the
+            # server ends such a session after the takeover time, rolling it back.
+            limit_idle_transactions(hot, getattr(self.inner, "idle_limit_seconds", None))
+
+            epochs = {"jobs": epoch}
+            if storage in _LEADER_EPOCH:
+                epochs["daemon"] = _LEADER_EPOCH[storage]
+            hot.fence = Fence(storage.schema, epochs, self.inner.lost)  # type: ignore[attr-defined]
         elif not on:
             hot.fence = None
+            if epoch is not None:
+                from memkeeper.storage.postgres.leadership import limit_idle_transactions
+
+                limit_idle_transactions(hot, None)
 
     def release(self) -> None:
         with self._guard:

@@ -24,7 +24,7 @@ from typing import Any
 from memkeeper import logs
 from memkeeper.clock import system_now
 from memkeeper.errors import DatabaseUnreachable, LockBusy, MemkeeperError
-from memkeeper.maintenance.locks import daemon_lock, service_state
+from memkeeper.maintenance.locks import daemon_lock, service_state, set_leader_epoch
 from memkeeper.store import MemoryStore
 
 log = logs.get_logger("memkeeper.service")
@@ -81,6 +81,7 @@ class Leadership:
             self._report_unreachable(exc)
             return False
         self._unreachable = False
+        set_leader_epoch(self.storage, self.lock.epoch)  # type: ignore[attr-defined]
         return True
 
     def _report_unreachable(self, exc: MemkeeperError) -> None:
@@ -100,6 +101,7 @@ class Leadership:
 
     def step_down(self) -> None:
         """Give the lead up (or forget a lock whose session already ended)."""
+        set_leader_epoch(self.storage, None)
         self.lock.release()
 
     def leader(self) -> dict[str, Any] | None:
@@ -162,7 +164,7 @@ class Leadership:
 
     def close(self) -> None:
         """Release the lead and leave the fleet (a clean stop)."""
-        self.lock.release()
+        self.step_down()
         if self.fleet and self._member is not None:
             from memkeeper.storage.postgres import leadership
 

@@ -105,32 +105,47 @@ def _end_stalled_checks(conn: psycopg.Connection, schema: str) -> int:
     return sum(1 for (ended,) in rows if ended)
 
 
+def limit_idle_transactions(db: Any, seconds: float | None) -> None:
+    """``idle_in_transaction_session_timeout`` of the store's session while it runs a job
+    (None: the server's default again). A failure here never stops the job."""
+    value = "0" if seconds is None else str(int(seconds * 1000))
+    try:
+        db.execute("SELECT set_config('idle_in_transaction_session_timeout', ?, false)", [value])
+    except Exception as exc:
+        log.debug("could not limit idle transactions", error=str(exc))
+
+
 class Fence:
     """The check a fenced store runs before each ``COMMIT`` (see the module docstring).
 
-    ``lost`` is the lock's own "my session ended" flag: set, the check fails at once.
+    ``epochs``: the epoch each fenced lock must still have (``jobs``, and ``daemon`` when a
+    service leader runs the job); ``lost`` is the job lock's own "my session ended" flag:
+    set, the check fails at once.
     """
 
-    def __init__(self, schema: str, name: str, epoch: int, lost: Any = None) -> None:
+    def __init__(self, schema: str, epochs: dict[str, int], lost: Any = None) -> None:
         self.schema = schema
-        self.name = name
-        self.epoch = epoch
+        self.epochs = dict(epochs)
         self.lost = lost
         quoted = schema.replace('"', '""')
-        self._check = f'SELECT epoch FROM "{quoted}".leadership WHERE name = ? FOR SHARE'
+        names = ", ".join(f"'{name}'" for name in sorted(self.epochs))
+        self._check = (
+            f'SELECT name, epoch FROM "{quoted}".leadership WHERE name IN ({names}) FOR SHARE'
+        )
 
     def __call__(self, conn: Any) -> None:
         if self.lost is not None and self.lost.is_set():
             raise LockLost(self._refused("its lock's session ended"))
-        row = conn.execute(self._check, [self.name]).fetchone()
-        if row is None or int(row[0]) != self.epoch:
-            now = "none" if row is None else row[0]
-            raise LockLost(self._refused(f"epoch {self.epoch} was followed by {now}"))
+        found = {name: int(epoch) for name, epoch in conn.execute(self._check).fetchall()}
+        for name, epoch in self.epochs.items():
+            if found.get(name) != epoch:
+                now = found.get(name, "none")
+                raise LockLost(self._refused(f"{name} epoch {epoch} was followed by {now}"))
 
     def _refused(self, why: str) -> str:
         return (
-            f"the {self.name} lock was lost ({why}): another process may be running jobs now; "
-            "this transaction rolled back"
+            f"the job lock or the lead was lost ({why}): another process may be running jobs "
+            "now; this transaction rolled back"
         )
 
 
