@@ -285,14 +285,38 @@ def jobs_lock(where: Path | Storage) -> ProcessLock:
         return lock
 
 
+FLEET_SEEN_SECONDS = 30.0
+"""``status`` lists the services of a fleet seen within this long (they beat every 2 s)."""
+
+
+def _fleet(storage: Any) -> dict[str, Any]:
+    """PostgreSQL: the leader's lease, the services seen recently, each job's last runs and
+    the host that ran them (``status`` shows them as the service's fleet)."""
+    from datetime import timedelta
+
+    from memkeeper.clock import system_now
+    from memkeeper.storage.postgres.leadership import fleet_status
+
+    return fleet_status(
+        storage.url,
+        storage.schema,
+        connect_timeout=storage.connect_timeout,
+        now=system_now(),
+        recent=timedelta(seconds=FLEET_SEEN_SECONDS),
+    )
+
+
 def service_state(where: Path | Storage) -> dict[str, Any]:
     """Whether a service holds the instance lock of ``where`` (for ``status``), and its pid.
 
     Probes with a shared, non-blocking flock released at once; never creates the lock file.
-    On PostgreSQL, asks ``pg_locks`` (the pid is then the holder's server session's).
+    On PostgreSQL, asks ``pg_locks`` (the pid is the holding process's), and adds the fleet:
+    ``leader`` (host, pid, since, epoch), ``members`` seen recently, ``runs`` with hosts.
     """
     if getattr(where, "process_lock", None) is not None:
-        return daemon_lock(where).holder_state()  # type: ignore[attr-defined,no-any-return]
+        state: dict[str, Any] = daemon_lock(where).holder_state()  # type: ignore[attr-defined]
+        state.update(_fleet(where))
+        return state
     path = lock_path(Path(getattr(where, "hot_path", where)), "daemon")
     try:
         fd = os.open(path, os.O_RDONLY)

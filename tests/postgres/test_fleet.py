@@ -11,7 +11,10 @@ the surviving hosts exit 0 on SIGTERM.
 from __future__ import annotations
 
 import itertools
+import json
 import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from datetime import datetime, timedelta
@@ -99,6 +102,34 @@ def test_three_hosts_one_schedule_the_leader_killed_mid_pass(
             4 * EVERY + 20,
             survivors,
         )
+        # status (any host) shows the leader, the one standing by, and who ran the job.
+        status = subprocess.run(
+            [sys.executable, "-m", "memkeeper", "--db", url, "status", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        service = json.loads(status.stdout)["service"]
+        now_leader = leader(url)
+        assert service["running"] and service["pid"] == now_leader[1]
+        assert (service["leader"]["host"], service["leader"]["pid"]) == now_leader
+        standing = {(m["host"], m["role"]) for m in service["members"]}
+        assert standing == {
+            (h.name, "leader" if h.name == now_leader[0] else "follower") for h in survivors
+        }
+        assert {r["host"] for r in service["runs"] if r["job"] == "expire"} <= {
+            h.name for h in hosts
+        }
+        text = subprocess.run(
+            [sys.executable, "-m", "memkeeper", "--db", url, "status"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert f"leader    {now_leader[0]} pid {now_leader[1]}" in text
+        assert "standing by host-" in text and "ran       expire" in text
     finally:
         writing.set()
         writer.join(timeout=30)

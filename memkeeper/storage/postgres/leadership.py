@@ -180,9 +180,13 @@ def beat(
                 ),
                 (to_db(now),),
             )
+            # Old rows, and the row of a predecessor that died leading (one leader at a time).
             conn.execute(
-                sql.SQL("DELETE FROM {} WHERE seen_at < %s").format(members),
-                (to_db(now - MEMBERS_KEPT),),
+                sql.SQL(
+                    "DELETE FROM {} WHERE seen_at < %s OR (role = 'leader'"
+                    " AND NOT (host = %s AND pid = %s))"
+                ).format(members),
+                (to_db(now - MEMBERS_KEPT), host, pid),
             )
 
 
@@ -229,3 +233,32 @@ def seconds_since(text: str | None, now: datetime) -> float | None:
     """How long ago a stored time was (for "seen 3 s ago")."""
     moment = from_db(text)
     return None if moment is None else (now - moment).total_seconds()
+
+
+def recent_runs(conn: psycopg.Connection, schema: str, per_job: int) -> list[dict[str, Any]]:
+    """Each job's latest ``per_job`` real runs with the host that ran them, newest first."""
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT job, run_id, status, started_at, host FROM (SELECT *, row_number() OVER"
+            " (PARTITION BY job ORDER BY started_at DESC, run_id DESC) AS n FROM {}"
+            " WHERE dry_run = 0) AS r WHERE n <= %s ORDER BY job, started_at DESC"
+        ).format(_table(schema, "job_runs")),
+        (per_job,),
+    ).fetchall()
+    keys = ("job", "run_id", "status", "started_at", "host")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def fleet_status(
+    url: Any, schema: str, *, connect_timeout: float, now: datetime, recent: timedelta
+) -> dict[str, Any]:
+    """For ``status``: the leader's lease, the members seen within ``recent``, recent runs."""
+    from memkeeper.storage.postgres.pool import connect
+
+    with connect(url, connect_timeout=connect_timeout, autocommit=True) as conn:
+        state = fleet_state(conn, schema, now=now, recent=recent)
+        if has_fleet_tables(conn, schema):
+            state["runs"] = recent_runs(conn, schema, 3)
+        else:
+            state["runs"] = []
+    return state
