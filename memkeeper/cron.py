@@ -6,12 +6,17 @@ would silently mean Monday. memkeeper therefore reads the day-of-week field itse
 names, ranges, lists and steps, with cron's meaning — and hands APScheduler weekday *names*,
 which both agree on.
 
+One form is not cron's: ``@every Ns`` (N from 1 to 59) fires at every Nth second of the
+minute. It is for demonstrations and tests of the service (a fleet's failover shown within
+a minute), not a need of the jobs, which run daily or monthly.
+
 Cron also ORs day-of-month and day-of-week when both are restricted, while APScheduler ANDs
 them; such a schedule is refused rather than silently meaning something else.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import tzinfo
 from typing import TYPE_CHECKING
 
@@ -73,10 +78,23 @@ def _expand_days(field: str, expr: str) -> set[int]:
     return days
 
 
-def to_apscheduler_crontab(expr: str) -> str:
-    """Rewrite a cron expression so APScheduler 3 reads it as cron does (weekdays by name)."""
+def split_seconds(expr: str) -> tuple[str | None, str]:
+    """``(seconds field or None, the five cron fields)`` of a schedule (aliases expanded):
+    ``@every 5s`` is ``("*/5", "* * * * *")``."""
     text = " ".join(expr.split())
-    text = _ALIASES.get(text.lower(), text)
+    found = re.fullmatch(r"@every (\d{1,2})s", text.lower())
+    if found:
+        seconds = int(found[1])
+        if not 1 <= seconds <= 59:
+            raise ScheduleError(f"{expr!r}: @every takes 1 to 59 seconds")
+        return f"*/{seconds}", "* * * * *"
+    return None, _ALIASES.get(text.lower(), text)
+
+
+def to_apscheduler_crontab(expr: str) -> str:
+    """Rewrite a cron expression so APScheduler 3 reads it as cron does (weekdays by name);
+    a leading seconds field is left out (see :func:`split_seconds`)."""
+    text = split_seconds(expr)[1]
     fields = text.split(" ")
     if len(fields) != 5:
         raise ScheduleError(
@@ -97,9 +115,21 @@ def to_apscheduler_crontab(expr: str) -> str:
 def parse_schedule(expr: str, timezone: tzinfo | str) -> CronTrigger:
     """Build the APScheduler trigger for a cron expression in the given timezone."""
     translated = to_apscheduler_crontab(expr)
+    seconds = split_seconds(expr)[0]
     from apscheduler.triggers.cron import CronTrigger
 
     try:
+        if seconds is not None:
+            minute, hour, day, month, weekday = translated.split(" ")
+            return CronTrigger(
+                second=seconds,
+                minute=minute,
+                hour=hour,
+                day=day,
+                month=month,
+                day_of_week=weekday,
+                timezone=timezone,
+            )
         return CronTrigger.from_crontab(translated, timezone=timezone)
     except ValueError as exc:
         raise ScheduleError(f"{expr!r} is not a valid cron expression: {exc}") from None

@@ -242,6 +242,7 @@ def cli(db: Path | str, config: Path, *args: str) -> int:
 # -- one service per database ---------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only  # on PostgreSQL a second service stands by (tests/postgres/test_fleet*)
 def test_a_second_service_is_refused_at_once(
     db: Path | str, config_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -255,18 +256,24 @@ def test_a_second_service_is_refused_at_once(
     assert "another memkeeper service" in err
     assert f"pid {first.pid}" in err
     assert str(db) in err
+    assert "a fleet of services on several hosts needs a PostgreSQL memory" in err
 
 
+@pytest.mark.sqlite_only  # on PostgreSQL a second service stands by (tests/postgres/test_fleet*)
 def test_second_service_refused_by_the_library_too(db: Path | str) -> None:
     with lock_holder(db, "daemon"), pytest.raises(LockBusy, match="already running"):
         Daemon(db=db, config=Config(), config_path=None, handle_signals=False).run()
 
 
 def test_service_state_reports_the_holder(db: Path | str, where: Path | PostgresStorage) -> None:
-    assert service_state(where) == {"running": False, "pid": None}  # no lock file yet
+    def state() -> dict[str, object]:  # PostgreSQL adds the fleet (leader, members, runs)
+        found = service_state(where)
+        return {"running": found["running"], "pid": found["pid"]}
+
+    assert state() == {"running": False, "pid": None}  # no lock file yet
     with lock_holder(db, "daemon") as holder:
-        assert service_state(where) == {"running": True, "pid": holder.pid}
-    assert service_state(where) == {"running": False, "pid": None}
+        assert state() == {"running": True, "pid": holder.pid}
+    assert state() == {"running": False, "pid": None}
 
 
 # -- stale locks --------------------------------------------------------------------------------

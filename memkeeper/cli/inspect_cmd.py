@@ -316,6 +316,10 @@ def status(app: App, as_json: bool) -> None:
         if service["running"]
         else "service:   not running (memkeeper run, or memkeeper service install)"
     )
+    from memkeeper.cli.fleet_render import fleet_lines
+
+    for line in fleet_lines(service):
+        click.echo(line)
     click.echo("jobs:")
     for job in data["jobs"]:
         last = job["last_run"]

@@ -155,6 +155,7 @@ DEFAULTS: dict[str, Any] = {
     "service": {
         "timezone": "UTC",
         "lock_wait_seconds": 60,
+        "takeover_seconds": 15,
     },
     "logging": {
         "level": "info",

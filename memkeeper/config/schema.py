@@ -254,6 +254,13 @@ class ServiceSection(_Section):
         le=86_400,
         description="How long run-once waits for a job that is already running, in seconds.",
     )
+    takeover_seconds: float = Field(
+        15,
+        ge=2,
+        le=300,
+        description="PostgreSQL fleets: a leader (or job-lock holder) that stops answering "
+        "loses its lock after this long, and a standing-by service takes over.",
+    )
 
     @field_validator("timezone")
     @classmethod

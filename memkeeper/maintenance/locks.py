@@ -136,6 +136,18 @@ _JOB_LOCKS: weakref.WeakKeyDictionary[Any, ReentrantLock] = weakref.WeakKeyDicti
 _REGISTRY = threading.Lock()
 
 
+_LEADER_EPOCH: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def set_leader_epoch(storage: Storage, epoch: int | None) -> None:
+    """While ``storage``'s service leads (PostgreSQL), its job transactions also prove the
+    lead is still in the epoch it took (None: not leading, or a run-once)."""
+    if epoch is None:
+        _LEADER_EPOCH.pop(storage, None)
+    else:
+        _LEADER_EPOCH[storage] = epoch
+
+
 def set_takeover(storage: Storage, seconds: float) -> None:
     """A PostgreSQL lock of ``storage`` whose holder stops answering is lost after
     ``seconds`` (``service.takeover_seconds``); no effect on SQLite's flocks."""
@@ -215,11 +227,22 @@ class ReentrantLock:
         if hot is None or not hasattr(hot, "fence"):
             return
         if on and epoch is not None:
-            from memkeeper.storage.postgres.leadership import Fence
+            from memkeeper.storage.postgres.leadership import Fence, limit_idle_transactions
 
-            hot.fence = Fence(storage.schema, "jobs", epoch, self.inner.lost)  # type: ignore[attr-defined]
+            # A holder paused inside a transaction would keep its row and write locks: the
+            # server ends such a session after the takeover time, rolling it back.
+            limit_idle_transactions(hot, getattr(self.inner, "idle_limit_seconds", None))
+
+            epochs = {"jobs": epoch}
+            if storage in _LEADER_EPOCH:
+                epochs["daemon"] = _LEADER_EPOCH[storage]
+            hot.fence = Fence(storage.schema, epochs, self.inner.lost)  # type: ignore[attr-defined]
         elif not on:
             hot.fence = None
+            if epoch is not None:
+                from memkeeper.storage.postgres.leadership import limit_idle_transactions
+
+                limit_idle_transactions(hot, None)
 
     def release(self) -> None:
         with self._guard:
@@ -262,14 +285,38 @@ def jobs_lock(where: Path | Storage) -> ProcessLock:
         return lock
 
 
+FLEET_SEEN_SECONDS = 30.0
+"""``status`` lists the services of a fleet seen within this long (they beat every 2 s)."""
+
+
+def _fleet(storage: Any) -> dict[str, Any]:
+    """PostgreSQL: the leader's lease, the services seen recently, each job's last runs and
+    the host that ran them (``status`` shows them as the service's fleet)."""
+    from datetime import timedelta
+
+    from memkeeper.clock import system_now
+    from memkeeper.storage.postgres.leadership import fleet_status
+
+    return fleet_status(
+        storage.url,
+        storage.schema,
+        connect_timeout=storage.connect_timeout,
+        now=system_now(),
+        recent=timedelta(seconds=FLEET_SEEN_SECONDS),
+    )
+
+
 def service_state(where: Path | Storage) -> dict[str, Any]:
     """Whether a service holds the instance lock of ``where`` (for ``status``), and its pid.
 
     Probes with a shared, non-blocking flock released at once; never creates the lock file.
-    On PostgreSQL, asks ``pg_locks`` (the pid is then the holder's server session's).
+    On PostgreSQL, asks ``pg_locks`` (the pid is the holding process's), and adds the fleet:
+    ``leader`` (host, pid, since, epoch), ``members`` seen recently, ``runs`` with hosts.
     """
     if getattr(where, "process_lock", None) is not None:
-        return daemon_lock(where).holder_state()  # type: ignore[attr-defined,no-any-return]
+        state: dict[str, Any] = daemon_lock(where).holder_state()  # type: ignore[attr-defined]
+        state.update(_fleet(where))
+        return state
     path = lock_path(Path(getattr(where, "hot_path", where)), "daemon")
     try:
         fd = os.open(path, os.O_RDONLY)

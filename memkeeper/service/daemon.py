@@ -4,11 +4,14 @@ Life of the process:
 
 1. Validate the configuration, including every schedule (a bad one is a ConfigError: the CLI
    exits 78, and the unit's ``RestartPreventExitStatus=78`` stops a restart loop).
-2. Open the database and take the *service instance* lock for the whole life of the process;
-   a second service on the same database gets LockBusy (exit 75) at once. The lock is a
-   flock, so one left by a killed service is simply taken over.
-3. Mark runs a killed process left ``running`` as ``interrupted``, start the scheduler, queue
-   the catch-up of missed runs, and tell systemd ``READY=1``.
+2. Open the database and take the lead (:mod:`memkeeper.service.fleet`). On SQLite that is
+   the *service instance* flock for the whole life of the process; a second service on the
+   same file gets LockBusy (exit 75) at once, and one left by a killed service is simply
+   taken over. On PostgreSQL a fleet of services elects one leader; the others stand by
+   (serving MCP if asked, answering signals) and take over when the leader goes; a leader
+   whose lock session ended stands by again.
+3. As leader: mark runs a killed process left ``running`` as ``interrupted``, start the
+   scheduler, queue the catch-up of missed runs, and tell systemd ``READY=1``.
 4. Wait for signals in the main thread: SIGHUP reloads config.toml (an invalid file is
    rejected and the running configuration kept); SIGTERM/SIGINT stop — the running job
    finishes its current batch and is recorded ``interrupted``, ``STOPPING=1`` is sent and the
@@ -40,8 +43,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from memkeeper import logs
 from memkeeper.config import JOB_ORDER, Config, load_config
-from memkeeper.errors import LockBusy, MemkeeperError
-from memkeeper.maintenance.locks import daemon_lock, service_state
+from memkeeper.errors import MemkeeperError
+from memkeeper.maintenance.locks import set_takeover
+from memkeeper.service.fleet import Leadership, leader_text
 from memkeeper.service.notify import Notifier, watchdog_interval
 from memkeeper.service.scheduler import (
     ServiceJobs,
@@ -58,9 +62,8 @@ from memkeeper.store import MemoryStore
 log = logs.get_logger("memkeeper.service")
 
 TICK_SECONDS = 1.0
-# A `memkeeper status` probing the lock holds it for microseconds; a starting service waits
-# this long for it rather than mistaking the probe for another service.
-DAEMON_LOCK_WAIT_SECONDS = 0.5
+LOST = -1
+"""What the leader's loop returns when its lead ended (not a signal)."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 RELOAD_SIGNALS = (signal.SIGHUP,)
 RESTART_ONLY_KEYS = ("path", "cold_path", "busy_timeout_ms")
@@ -166,33 +169,75 @@ class Daemon:
             self._configure_logging(self.config)
             job_triggers(self.config)  # every schedule readable, or ConfigError (exit 78)
             self._store = MemoryStore(self.db, config=self.config, actor="service")
-            lock = daemon_lock(self._store.storage)
+            set_takeover(self._store.storage, self.config.service.takeover_seconds)
+            lead = Leadership(self._store)
             try:
-                lock.acquire(DAEMON_LOCK_WAIT_SECONDS)
-            except LockBusy:
-                pid = service_state(self._store.storage)["pid"]
-                holder = f" (pid {pid})" if pid else ""
-                raise LockBusy(
-                    f"another memkeeper service{holder} is already running on "
-                    f"{self._store.path}; only one service may run per database"
-                ) from None
-            try:
+                leading = lead.try_lead()  # SQLite: refuses a second service (LockBusy)
                 with self._mcp_server():
-                    self._serve(self._store)
+                    self._serve_fleet(self._store, lead, leading)
             finally:
-                lock.release()
+                lead.close()
         finally:
             if self._store is not None:
                 self._store.close()
             self._inbox.close()
 
-    def _serve(self, store: MemoryStore) -> None:
+    def _serve_fleet(self, store: MemoryStore, lead: Leadership, leading: bool) -> None:
+        """Lead when the lead is ours, stand by when it is not, until a stop signal."""
+        ready = False
+        while True:
+            if not leading:
+                if not ready:
+                    self.notifier.ready(status="standing by")
+                    ready = True
+                stopped = self._stand_by(lead)
+                if stopped is not None:
+                    log.info("stopping", signal=signal.Signals(stopped).name)
+                    self.notifier.stopping(status="stopping")
+                    log.info("service stopped")
+                    return
+            stopped = self._serve(store, lead)
+            ready = True
+            if stopped != LOST:
+                return
+            lead.step_down()
+            self.stop_event.clear()
+            log.warning("leadership lost; scheduling stopped, standing by to re-elect")
+            leading = False
+
+    def _stand_by(self, lead: Leadership) -> int | None:
+        """Follow until the lead is ours (None) or a stop signal arrives (the signal)."""
+        shown = None
+        interval = watchdog_interval()
+        next_ping = next_beat = time.monotonic()
+        while True:
+            if time.monotonic() >= next_beat:
+                lead.beat(leading=False)
+                leader = leader_text(lead.leader())
+                if leader != shown:
+                    log.info(f"standing by, leader is {leader}", leader=leader)
+                    shown = leader
+                next_beat = time.monotonic() + lead.beat_seconds
+            for signum in self._inbox.wait(lead.poll_seconds):
+                if signum in STOP_SIGNALS:
+                    return signum
+                if signum in RELOAD_SIGNALS:
+                    self.reload()
+            if interval is not None and time.monotonic() >= next_ping:
+                self.notifier.watchdog()
+                next_ping = time.monotonic() + interval
+            if lead.try_lead():
+                log.info("took over the lead", previous=shown)
+                return None
+
+    def _serve(self, store: MemoryStore, lead: Leadership) -> int:
         abandoned = mark_abandoned_runs(store)
         if abandoned:
             log.warning(
                 "runs left unfinished by a stopped process marked interrupted", runs=abandoned
             )
-        self._jobs = ServiceJobs(store, self.stop_event)
+        lead.beat(leading=True)
+        self._jobs = ServiceJobs(store, self.stop_event, confirm=lead.still_leading)
         self._scheduler = build_scheduler(self.config, self._jobs)
         self._scheduler.start()
         try:
@@ -210,25 +255,37 @@ class Daemon:
                 jobs=[job.name for job in self._scheduler.get_jobs()],
                 timezone=self.config.service.timezone,
                 pid=os.getpid(),
+                role="leader",
             )
             self.notifier.ready(status=self._status_text(len(due)))
-            stopped_by = self._main_loop(self._scheduler)
+            stopped_by = self._main_loop(self._scheduler, lead)
         except BaseException:
             self.stop_event.set()
             if self._scheduler.running:
                 self._scheduler.shutdown(wait=True)
             raise
+        if stopped_by == LOST:
+            self.stop_event.set()
+            self._scheduler.shutdown(wait=True)
+            return LOST
         self.notifier.stopping(status="stopping: finishing the current batch")
         log.info("stopping", signal=signal.Signals(stopped_by).name)
         self.stop_event.set()
         self._scheduler.shutdown(wait=True)
         log.info("service stopped")
+        return stopped_by
 
-    def _main_loop(self, scheduler: BackgroundScheduler) -> int:
-        """Handle signals, ping the watchdog, wake the scheduler; return the stop signal."""
+    def _main_loop(self, scheduler: BackgroundScheduler, lead: Leadership) -> int:
+        """Handle signals, ping the watchdog, wake the scheduler, refresh the fleet row;
+        return the stop signal, or LOST when the lead ended."""
         interval = watchdog_interval()
-        next_ping = time.monotonic()
+        next_ping = next_beat = time.monotonic()
         while True:
+            if lead.lost():
+                return LOST
+            if time.monotonic() >= next_beat:
+                lead.beat(leading=True)
+                next_beat = time.monotonic() + lead.beat_seconds
             for signum in self._inbox.wait(self.tick_seconds):
                 if signum in STOP_SIGNALS:
                     return signum

@@ -26,7 +26,7 @@ grace limit — a fire that is late because the machine slept still runs, once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Unpack
 from zoneinfo import ZoneInfo
@@ -162,12 +162,13 @@ class ServiceJobs:
         self,
         store: MemoryStore,
         stop_event: threading.Event | None = None,
-        leading: threading.Event | None = None,
+        confirm: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
         self.stop_event = stop_event or threading.Event()
-        self.leading = leading
-        """Set while this service leads its fleet (None: no fleet, always leading)."""
+        self.confirm = confirm
+        """Asked under the job lock before each run: does this service still lead its fleet
+        (None: always)? A deposed leader never starts a job."""
         self._announced: set[tuple[str, str]] = set()
 
     def _announce_skip(self, result: JobResult) -> None:
@@ -245,7 +246,7 @@ class ServiceJobs:
         if not getattr(config.jobs, name).enabled:
             log.info("job disabled; not running it", job=name, trigger=trigger)
             return None
-        if self.leading is not None and not self.leading.is_set():
+        if self.confirm is not None and not self.confirm():
             log.warning("no longer the leader; not running the job", job=name, trigger=trigger)
             return None
         now = self.store.now()

@@ -19,6 +19,7 @@ from memkeeper.errors import ConfigError
 # How far back to look for a schedule's most recent time, widening only when nothing fired:
 # frequent schedules are answered from a short window, rare ones (29 February) still found.
 _LOOKBACK = (
+    timedelta(minutes=2),
     timedelta(hours=2),
     timedelta(days=2),
     timedelta(days=40),

@@ -105,32 +105,47 @@ def _end_stalled_checks(conn: psycopg.Connection, schema: str) -> int:
     return sum(1 for (ended,) in rows if ended)
 
 
+def limit_idle_transactions(db: Any, seconds: float | None) -> None:
+    """``idle_in_transaction_session_timeout`` of the store's session while it runs a job
+    (None: the server's default again). A failure here never stops the job."""
+    value = "0" if seconds is None else str(int(seconds * 1000))
+    try:
+        db.execute("SELECT set_config('idle_in_transaction_session_timeout', ?, false)", [value])
+    except Exception as exc:
+        log.debug("could not limit idle transactions", error=str(exc))
+
+
 class Fence:
     """The check a fenced store runs before each ``COMMIT`` (see the module docstring).
 
-    ``lost`` is the lock's own "my session ended" flag: set, the check fails at once.
+    ``epochs``: the epoch each fenced lock must still have (``jobs``, and ``daemon`` when a
+    service leader runs the job); ``lost`` is the job lock's own "my session ended" flag:
+    set, the check fails at once.
     """
 
-    def __init__(self, schema: str, name: str, epoch: int, lost: Any = None) -> None:
+    def __init__(self, schema: str, epochs: dict[str, int], lost: Any = None) -> None:
         self.schema = schema
-        self.name = name
-        self.epoch = epoch
+        self.epochs = dict(epochs)
         self.lost = lost
         quoted = schema.replace('"', '""')
-        self._check = f'SELECT epoch FROM "{quoted}".leadership WHERE name = ? FOR SHARE'
+        names = ", ".join(f"'{name}'" for name in sorted(self.epochs))
+        self._check = (
+            f'SELECT name, epoch FROM "{quoted}".leadership WHERE name IN ({names}) FOR SHARE'
+        )
 
     def __call__(self, conn: Any) -> None:
         if self.lost is not None and self.lost.is_set():
             raise LockLost(self._refused("its lock's session ended"))
-        row = conn.execute(self._check, [self.name]).fetchone()
-        if row is None or int(row[0]) != self.epoch:
-            now = "none" if row is None else row[0]
-            raise LockLost(self._refused(f"epoch {self.epoch} was followed by {now}"))
+        found = {name: int(epoch) for name, epoch in conn.execute(self._check).fetchall()}
+        for name, epoch in self.epochs.items():
+            if found.get(name) != epoch:
+                now = found.get(name, "none")
+                raise LockLost(self._refused(f"{name} epoch {epoch} was followed by {now}"))
 
     def _refused(self, why: str) -> str:
         return (
-            f"the {self.name} lock was lost ({why}): another process may be running jobs now; "
-            "this transaction rolled back"
+            f"the job lock or the lead was lost ({why}): another process may be running jobs "
+            "now; this transaction rolled back"
         )
 
 
@@ -165,9 +180,13 @@ def beat(
                 ),
                 (to_db(now),),
             )
+            # Old rows, and the row of a predecessor that died leading (one leader at a time).
             conn.execute(
-                sql.SQL("DELETE FROM {} WHERE seen_at < %s").format(members),
-                (to_db(now - MEMBERS_KEPT),),
+                sql.SQL(
+                    "DELETE FROM {} WHERE seen_at < %s OR (role = 'leader'"
+                    " AND NOT (host = %s AND pid = %s))"
+                ).format(members),
+                (to_db(now - MEMBERS_KEPT), host, pid),
             )
 
 
@@ -214,3 +233,32 @@ def seconds_since(text: str | None, now: datetime) -> float | None:
     """How long ago a stored time was (for "seen 3 s ago")."""
     moment = from_db(text)
     return None if moment is None else (now - moment).total_seconds()
+
+
+def recent_runs(conn: psycopg.Connection, schema: str, per_job: int) -> list[dict[str, Any]]:
+    """Each job's latest ``per_job`` real runs with the host that ran them, newest first."""
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT job, run_id, status, started_at, host FROM (SELECT *, row_number() OVER"
+            " (PARTITION BY job ORDER BY started_at DESC, run_id DESC) AS n FROM {}"
+            " WHERE dry_run = 0) AS r WHERE n <= %s ORDER BY job, started_at DESC"
+        ).format(_table(schema, "job_runs")),
+        (per_job,),
+    ).fetchall()
+    keys = ("job", "run_id", "status", "started_at", "host")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def fleet_status(
+    url: Any, schema: str, *, connect_timeout: float, now: datetime, recent: timedelta
+) -> dict[str, Any]:
+    """For ``status``: the leader's lease, the members seen within ``recent``, recent runs."""
+    from memkeeper.storage.postgres.pool import connect
+
+    with connect(url, connect_timeout=connect_timeout, autocommit=True) as conn:
+        state = fleet_state(conn, schema, now=now, recent=recent)
+        if has_fleet_tables(conn, schema):
+            state["runs"] = recent_runs(conn, schema, 3)
+        else:
+            state["runs"] = []
+    return state
