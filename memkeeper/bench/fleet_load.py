@@ -8,7 +8,8 @@ without pausing, failing over to another host when theirs stops answering, as a 
 would. Once every host is up and one of them leads, the agents run for a warm-up, then the
 leader's process is killed with SIGKILL; the bench times how long until another host holds
 the leadership (the ``leadership`` row's epoch moves on, :mod:`memkeeper.storage.postgres.
-leadership`), lets the agents run as long again, and stops the rest with SIGTERM.
+leadership`), lets the agents run two seconds and the warm-up's length again, and stops
+the rest with SIGTERM.
 
 Reported: the takeover time, the agents' latency before, through (from the kill to two
 seconds after the takeover) and after the takeover, calls per second across the fleet, calls
@@ -223,7 +224,7 @@ def measure_fleet(
             successor = _wait(taken_over, TAKEOVER_TIMEOUT_SECONDS, "a new leader")
             taken_at = time.time()
             say(f"{successor['host']} took over in {taken_at - killed_at:.2f} s")
-            time.sleep(after)
+            time.sleep(THROUGH_MARGIN_SECONDS + after)
             stop.set()
             calls: list[tuple[float, float, str, int]] = []
             errors: Counter[str] = Counter()
@@ -238,7 +239,8 @@ def measure_fleet(
             stop.set()
             go.set()
             for agent in agents:
-                agent.join(timeout=30)
+                if agent.pid is not None:
+                    agent.join(timeout=30)
             statuses = {h.name: h.stop() for h in fleet if h.process.poll() is None}
             drop_memkeeper_schema(url)
     killed.process.wait()
