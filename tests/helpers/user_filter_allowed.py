@@ -88,7 +88,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "SELECT m.id, m.kind, m.key, m.value FROM memories AS m LEFT JOIN vectors AS v ON "
         "v.memory_id = m.id WHERE m.state IN (%s) AND (v.memory_id IS NULL OR ... "
         "ORDER BY m.rowid LIMIT %s",
-        "SELECT max(rowid) FROM vectors",
     ),
     # -- the operator's whole-memory reads, and the migration ------------------------------
     "all-status": (
@@ -133,6 +132,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
             ("vectors", "rowid"),
         )
     ),
+    # a keyword-only search's look for any vector at all (to warn that it cannot use them)
+    "all-vector-presence": ("SELECT max(rowid) FROM vectors",),
     # -- rows addressed by id (the work list before distributing) --------------------------
     "id-images": (
         "SELECT * FROM memories WHERE id IN (%s)",
