@@ -83,6 +83,11 @@ def test_an_allowed_scan_passes_and_nothing_else_of_its_table_does() -> None:
     assert judge(scan.replace("ORDER BY", "AND kind = %s ORDER BY")) is not None
 
 
+def test_a_statement_the_parser_cannot_read_is_reported() -> None:
+    problem = judge("SELECT * FROM memories WHERE (((", "memkeeper/x.py:1 f")
+    assert problem is not None and "could not parse" in problem.origin
+
+
 def test_the_shape_keeps_the_structure_and_drops_the_values() -> None:
     a = 'SELECT * FROM "memkeeper"."memories" WHERE id IN (%s, %s, %s) AND state = \'x\''
     assert shape(a) == "SELECT * FROM memories WHERE id IN (%s) AND state = ?"

@@ -21,6 +21,7 @@ docs/scaling.md under its name). Statements on other tables (``job_runs``,
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
@@ -28,6 +29,9 @@ import sqlglot
 from sqlglot import exp
 
 from helpers.user_filter_allowed import ALLOWED
+
+# sqlglot warns (logging) when it falls back to a bare command for syntax it does not model.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 DISTRIBUTED = frozenset(
     {"memories", "cold_memories", "vectors", "uses", "messages", "episodes", "changes"}
@@ -235,7 +239,12 @@ def judge(text: str, origin: str = "", *, allow: bool = True) -> Violation | Non
     """The statement's violation of the rule, or None (filtered, not judged, or with
     ``allow`` matching an entry of the allow-list)."""
     missing: list[str] = []
-    for statement in parse(text):
+    try:
+        statements = parse(text)
+    except sqlglot.errors.SqlglotError as exc:  # judged unfiltered: a person must look
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return Violation(collapse(text), f"{origin}; sqlglot could not parse it: {first}", ("?",))
+    for statement in statements:
         if isinstance(statement, _NOT_JUDGED):
             continue
         if isinstance(statement, exp.TruncateTable):
