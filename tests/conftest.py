@@ -15,6 +15,14 @@ from typing import Any
 import freezegun
 import pytest
 from fake_llm import FakeLLM, summarize_config
+
+# The user-filter audit of memkeeper's PostgreSQL statements (docs/scaling.md): its hooks.
+from helpers.statement_audit import (  # noqa: F401
+    pytest_configure,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+    pytest_testnodedown,
+)
 from llm_fixtures import KEY, StoreFactory
 
 from memkeeper import MemoryStore
