@@ -156,6 +156,7 @@ def test_status_shows_server_schema_and_tables_never_the_password(
     assert (
         "***" in database and "PostgreSQL 1" in database and "schema memkeeper at 0001" in database
     )
+    assert database.endswith(", pool 1 of 4 open, 1 in use)")  # status's own lease
     assert "cold:" not in out  # cold storage is a table of the one database
     assert any(line.split()[:2] == ["cold_memories", "0"] for line in out.splitlines())
     assert main(["--db", url, "status", "--json"]) == 0
