@@ -33,8 +33,10 @@ from memkeeper.logs import configure
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 
 # freezegun swaps the clock functions of every loaded module, pytest's own timer included:
-# `pytest --durations` then reports the frozen date as a duration. Leave pytest's timer alone.
-freezegun.configure(extend_ignore_list=["_pytest.timing"])
+# `pytest --durations` then reports the frozen date as a duration. Leave pytest's timer alone,
+# and the driver's and its pool's (a frozen monotonic clock stalls psycopg_pool's scheduler
+# thread: closing a store's pool then waits its 5 s for it).
+freezegun.configure(extend_ignore_list=["_pytest.timing", "psycopg", "psycopg_pool"])
 
 
 # -- pytest-xdist (`-n auto --dist loadgroup` in pyproject's addopts) ------------------------

@@ -704,8 +704,10 @@ def test_status_on_postgresql_names_server_schema_and_tables_never_the_password(
     with MemoryStore(url) as store:
         store.remember("alice", "city", "Beijing")
         status = store.status()
-        version = store.storage.hot.raw.info.server_version
+        with store.storage.lock:  # a connection of the store's pool, leased to this thread
+            version = store.storage.hot.raw.info.server_version
     database = status["database"]
+    assert database["pool"] == {"size": 4, "open": 1, "in_use": 1, "waiting": 0}  # its own
     assert database["server_version"].split(".")[0] == str(version // 10000)
     assert (database["schema"], database["schema_version"]) == ("memkeeper", KNOWN_STEPS[-1])
     assert database["schema_current"] is True

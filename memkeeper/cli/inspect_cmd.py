@@ -233,14 +233,19 @@ def _file_summary(file: dict[str, Any]) -> str:
 
 
 def _server_summary(database: dict[str, Any], files: dict[str, Any]) -> str:
-    """``PostgreSQL 18.3, schema memkeeper at 0001_initial, 1.2 MiB``: the server at a glance."""
+    """``PostgreSQL 18.3, schema memkeeper at 0001_initial, 1.2 MiB, pool 1 of 4 open, 1 in
+    use``: the server at a glance."""
     version = database["schema_version"] or "none"
     if not database["schema_current"]:
         version += " (not current)"
     size = _human_size(files["hot"]["bytes"]["db"])
-    return (
+    line = (
         f"PostgreSQL {database['server_version']}, schema {database['schema']} at {version}, {size}"
     )
+    pool = database.get("pool")
+    if pool:
+        line += f", pool {pool['open']} of {pool['size']} open, {pool['in_use']} in use"
+    return line
 
 
 def status_data(app: App) -> dict[str, Any]:

@@ -17,6 +17,7 @@ DEFAULTS: dict[str, Any] = {
         "path": "",
         "url": "",
         "connect_timeout_s": 10,
+        "pool_size": 4,
         "cold_path": "",
         "busy_timeout_ms": 5000,
         "batch_size": 500,

@@ -84,6 +84,14 @@ class DatabaseSection(_Section):
         description="How long to wait for the PostgreSQL server to accept a connection, in "
         "seconds (database.url only).",
     )
+    pool_size: int = Field(
+        4,
+        ge=1,
+        le=100,
+        description="Most connections a store keeps open to PostgreSQL (database.url only): "
+        "each of its threads working at once (the MCP server's calls, a pass beside them) "
+        "uses one; a thread beyond them waits up to connect_timeout_s for one to be free.",
+    )
     cold_path: str = Field(
         "",
         description="Absolute path of the cold-storage database of that hot file (a hot file "

@@ -28,6 +28,7 @@ def open_storage(settings: Settings, *, create: bool) -> Storage:
             create=create,
             connect_timeout=database.connect_timeout_s,
             synchronous=database.synchronous,
+            pool_size=database.pool_size,
         )
     return SqliteStorage(
         settings.hot_path,

@@ -228,9 +228,14 @@ def flush(storage: Storage) -> int:
 
 def _write(storage: Storage, taken: dict[str, list[Use]]) -> dict[str, list[Use]]:
     """Apply ``taken`` in the open transaction; returns the uses of entries not in the hot
-    file (to restore if they are in cold storage)."""
+    file (to restore if they are in cold storage), and on PostgreSQL those of users the
+    transaction does not hold the write lock of (another thread or process may be writing
+    that row now: their uses wait for the next flush, which locks everything)."""
     ids = list(taken)
     rows = _hot_rows(storage, ids)
+    scope = getattr(storage.hot, "scope", None)
+    if scope is not None and not scope.everything:
+        rows = {i: row for i, row in rows.items() if row["user_id"] in scope.users}
     in_place: list[tuple[Image, list[datetime]]] = []
     renewals: dict[str, list[tuple[Transition, datetime]]] = {}
     for memory_id in ids:

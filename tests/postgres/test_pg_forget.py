@@ -128,8 +128,6 @@ def test_an_erasure_commits_durably_whatever_database_synchronous_says(
     from memkeeper.storage import transitions
 
     store.remember("alice", "city", SECRET)
-    raw = store.storage.hot.raw
-    raw.execute("SET synchronous_commit = off")  # database.synchronous = "normal"
     seen = []
 
     def look(step: str) -> None:
@@ -137,9 +135,12 @@ def test_an_erasure_commits_durably_whatever_database_synchronous_says(
             seen.append(raw.execute("SHOW synchronous_commit").fetchone()[0])
 
     monkeypatch.setattr(transitions, "step_hook", look)
-    assert store.forget("alice", "city") == 1
+    with store.storage.lock:  # one lease: the forget below runs on this connection
+        raw = store.storage.hot.raw
+        raw.execute("SET synchronous_commit = off")  # database.synchronous = "normal"
+        assert store.forget("alice", "city") == 1
+        assert raw.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # LOCAL: this one
     assert seen == ["on"]
-    assert raw.execute("SHOW synchronous_commit").fetchone()[0] == "off"  # LOCAL: this one
 
 
 def test_status_shows_server_schema_and_tables_never_the_password(
@@ -155,6 +156,7 @@ def test_status_shows_server_schema_and_tables_never_the_password(
     assert (
         "***" in database and "PostgreSQL 1" in database and "schema memkeeper at 0001" in database
     )
+    assert database.endswith(", pool 1 of 4 open, 1 in use)")  # status's own lease
     assert "cold:" not in out  # cold storage is a table of the one database
     assert any(line.split()[:2] == ["cold_memories", "0"] for line in out.splitlines())
     assert main(["--db", url, "status", "--json"]) == 0

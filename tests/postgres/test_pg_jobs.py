@@ -64,7 +64,7 @@ def test_the_job_lock_is_a_session_lock_of_its_own_connection(memory_url: str) -
                 ).fetchall()
                 assert len(rows) == 1
                 # Not the store's connection: its transactions come and go, the lock stays.
-                assert rows[0][0] != store.storage.hot.raw.info.backend_pid
+                assert rows[0][0] not in store.storage.backend_pids()
                 assert rows[0][1].startswith("memkeeper pid ")
             # An agent writes while a job holds the job lock: it is not the write lock.
             store.remember("alice", "city", "Beijing")
@@ -105,10 +105,10 @@ def test_a_connection_killed_mid_job_rolls_back_and_the_next_run_completes(
 ) -> None:
     ids = _superseded(memory_url)
     store = MemoryStore(memory_url, clock=fixed(LATER))
-    victim = store.storage.hot.raw.info.backend_pid
 
     def kill(step: str) -> None:
         if step == "hot-written":  # everything written, nothing committed yet
+            victim = store.storage.hot.raw.info.backend_pid  # the job's leased connection
             with psycopg.connect(memory_url, autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
 

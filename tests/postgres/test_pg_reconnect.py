@@ -16,9 +16,12 @@ from memkeeper.storage.transaction import write_transaction
 
 
 def _kill_backend(url: str, store: MemoryStore) -> None:
-    pid = store.storage.hot.raw.info.backend_pid
+    """End every connection of the store's pool (its next lease finds its own dead)."""
+    pids = sorted(store.storage.backend_pids())
+    assert pids
     with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
 
 
 def test_a_read_after_the_connection_died_reconnects(pg_database: str) -> None:

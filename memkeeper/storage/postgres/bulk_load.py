@@ -19,10 +19,19 @@ def bulk_load(
     storage: PostgresStorage, table: str, fields: Sequence[str], rows: Iterable[Sequence[Any]]
 ) -> int:
     """Insert ``rows`` (tuples in ``fields`` order) into ``table``; returns how many."""
-    raw = storage.hot.raw  # type: ignore[attr-defined]
     schema = storage.schema
     count = 0
-    with storage.lock, raw.transaction():
+    with storage.lock:  # the thread's connection, for the load and the ANALYZE after it
+        raw = storage.hot.raw  # type: ignore[attr-defined]
+        count = _copy(raw, schema, table, fields, rows)
+        raw.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
+    return count
+
+
+def _copy(raw: Any, schema: str, table: str, fields: Sequence[str], rows: Iterable[Any]) -> int:
+    """The COPY in one transaction, the table's secondary indexes dropped and rebuilt."""
+    count = 0
+    with raw.transaction():
         indexes = raw.execute(
             "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.schemaname = %s"
             " AND i.tablename = %s AND NOT EXISTS (SELECT 1 FROM pg_constraint c"
@@ -40,5 +49,4 @@ def bulk_load(
                 count += 1
         for _name, definition in indexes:
             raw.execute(definition)
-    raw.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
     return count

@@ -52,13 +52,18 @@ class _NumberLoader(Loader):
         return float(text)
 
 
+_NUMERIC_OID = 1700  # pg_type's numeric
+
 _IN_TRANSACTION = frozenset(
     {TransactionStatus.INTRANS, TransactionStatus.INERROR, TransactionStatus.ACTIVE}
 )
 
 
-def _prepared(raw: psycopg.Connection) -> psycopg.Connection:
-    raw.adapters.register_loader("numeric", _NumberLoader)
+def prepared(raw: psycopg.Connection) -> psycopg.Connection:
+    """``raw`` loading ``numeric`` as SQLite's numbers (once per connection: a store's
+    pool does it when it opens one)."""
+    if raw.adapters.get_loader(_NUMERIC_OID, psycopg.pq.Format.TEXT) is not _NumberLoader:
+        raw.adapters.register_loader("numeric", _NumberLoader)
     return raw
 
 
@@ -96,7 +101,7 @@ class PostgresConnection:
         opener: Callable[[], psycopg.Connection] | None = None,
         where: str = "PostgreSQL",
     ) -> None:
-        self.raw = _prepared(raw)
+        self.raw = prepared(raw)
         self.opener = opener
         self.where = where
 
@@ -112,7 +117,7 @@ class PostgresConnection:
             raise DatabaseUnreachable(f"the connection to {self.where} was lost")
         with contextlib.suppress(psycopg.Error):
             self.raw.close()
-        self.raw = _prepared(self.opener())
+        self.raw = prepared(self.opener())
 
     def _run(self, call: Callable[[], psycopg.Cursor], sql: str) -> psycopg.Cursor:
         if self.raw.closed or self.raw.broken:

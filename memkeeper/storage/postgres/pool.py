@@ -16,8 +16,9 @@ names the user, host and port, never the password.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,11 +34,30 @@ log = get_logger(__name__)
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_SIZE = 10
+DEFAULT_POOL_SIZE = 4
+"""A store's connections at most (``[database] pool_size``): threads beyond it wait for one."""
 APPLICATION_NAME = "memkeeper"
 # SQLSTATEs of refused credentials: invalid_password, invalid_authorization_specification,
 # and insufficient_privilege (CONNECT not granted on the database).
 _AUTH_SQLSTATES = frozenset({"28P01", "28000", "42501"})
 _AUTH_PHRASES = ("password authentication failed", "authentication failed", "no password supplied")
+
+
+_EXPECTED = ("discarding closed connection", "discarding broken connection")
+
+
+def _expected_discard(record: logging.LogRecord) -> bool:
+    """psycopg_pool warns of each dead connection it discards. A store's lease gives one
+    back only after it died under the lease (the caller heard DatabaseUnreachable, or the
+    lease reconnected), and a check after a restart discards the rest: expected, so told
+    in memkeeper's log at DEBUG, not as a second warning beside memkeeper's one-line error."""
+    if record.levelno == logging.WARNING and str(record.msg).startswith(_EXPECTED):
+        log.debug("the pool discarded a dead connection", pool=record.name)
+        return False
+    return True
+
+
+logging.getLogger("psycopg.pool").addFilter(_expected_discard)
 
 
 def connect_kwargs(connect_timeout: float) -> dict[str, Any]:
@@ -89,7 +109,11 @@ class Pool:
 
     ``schema``: every connection's ``search_path`` starts with memkeeper's schema (then the
     schemas the vector and trigram extensions live in, so their types and operators resolve
-    on managed servers that keep extensions apart, and ``public``).
+    on managed servers that keep extensions apart, and ``public``). ``configure`` replaces
+    that setup (a store's: :meth:`~memkeeper.storage.postgres.storage.PostgresStorage.
+    _configure`); ``checked`` false hands connections out without the round trip that tests
+    each (a store's leases find a dead one on their first statement and reconnect, as
+    :class:`~memkeeper.storage.postgres.database.PostgresConnection` does).
     """
 
     def __init__(
@@ -101,20 +125,27 @@ class Pool:
         min_size: int = 1,
         max_size: int = DEFAULT_MAX_SIZE,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        configure: Callable[[psycopg.Connection], None] | None = None,
+        autocommit: bool = False,
+        checked: bool = True,
     ) -> None:
         self.url = url
         self.schema = schema
         self.connect_timeout = connect_timeout
+        self.max_size = max_size
         path = [schema, *(s for s in extension_schemas if s != schema)]
         self._search_path = sql.SQL(", ").join(sql.Identifier(s) for s in path)
+        kwargs = connect_kwargs(connect_timeout)
+        if autocommit:
+            kwargs["autocommit"] = True
         self._pool = ConnectionPool(
             url.conninfo(),
-            kwargs=connect_kwargs(connect_timeout),
+            kwargs=kwargs,
             min_size=min_size,
             max_size=max_size,
             open=False,
-            configure=self._configure,
-            check=ConnectionPool.check_connection,
+            configure=configure or self._configure,
+            check=ConnectionPool.check_connection if checked else None,
             timeout=connect_timeout,
             reconnect_timeout=max(60.0, connect_timeout),
             name=f"memkeeper:{url.target()}",
@@ -124,10 +155,11 @@ class Pool:
         conn.execute(sql.SQL("SET search_path TO {}").format(self._search_path))
         conn.commit()
 
-    def open(self) -> Pool:
-        """Connect (once, to report a refused password or a dead host clearly), then open."""
-        probe = connect(self.url, connect_timeout=self.connect_timeout)
-        probe.close()
+    def open(self, *, probe: bool = True) -> Pool:
+        """Connect (once, to report a refused password or a dead host clearly: ``probe``,
+        unless the caller just connected), then open."""
+        if probe:
+            connect(self.url, connect_timeout=self.connect_timeout).close()
         try:
             self._pool.open(wait=True, timeout=self.connect_timeout)
         except PoolTimeout:
@@ -156,6 +188,28 @@ class Pool:
             if exc.sqlstate is None:  # the connection itself failed, not a statement
                 raise translate_connect_error(exc, self.url) from None
             raise
+
+    def getconn(self) -> psycopg.Connection:
+        """Borrow a connection (for a lease that spans several statements); give it back
+        with :meth:`putconn`. Waits ``connect_timeout`` at most for a free one."""
+        try:
+            return self._pool.getconn(timeout=self.connect_timeout)
+        except PoolTimeout:
+            stats = self._pool.get_stats()
+            busy = stats.get("pool_size", 0) - stats.get("pool_available", 0)
+            raise DatabaseUnreachable(
+                f"no PostgreSQL connection to {self.url.target()} free or reachable within "
+                f"{self.connect_timeout:g} s ({busy} of at most {self.max_size} in use; "
+                "[database] pool_size sets the most)"
+            ) from None
+
+    def putconn(self, conn: psycopg.Connection) -> None:
+        """Give a borrowed connection back (a broken or closed one is replaced)."""
+        self._pool.putconn(conn)
+
+    def check(self) -> None:
+        """Test the idle connections now, replacing the dead (after a server restart)."""
+        self._pool.check()
 
     def stats(self) -> dict[str, int]:
         """The pool's counters (size, available, waiting...), for status and tests."""

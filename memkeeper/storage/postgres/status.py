@@ -19,7 +19,7 @@ from memkeeper.storage.postgres.schema import KNOWN_STEPS, applied_steps
 from memkeeper.storage.postgres.url import DatabaseUrl
 
 if TYPE_CHECKING:
-    from memkeeper.storage.postgres.database import PostgresDatabase
+    from memkeeper.storage.postgres.leases import PooledDatabase
 
 
 @dataclass(frozen=True)
@@ -98,12 +98,15 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def store_status(db: PostgresDatabase, url: DatabaseUrl) -> tuple[dict[str, Any], dict[str, Any]]:
+def store_status(db: PooledDatabase, url: DatabaseUrl) -> tuple[dict[str, Any], dict[str, Any]]:
     """``store.status()``'s parts on PostgreSQL: (``database``: server, extensions, schema
-    and its version, the masked URL; ``files``: the one database as SQLite's hot file is
-    shown, every table's rows and bytes, cold storage's table among them)."""
+    and its version, the masked URL, the store's connection pool; ``files``: the one
+    database as SQLite's hot file is shown, every table's rows and bytes, cold storage's
+    table among them). The pool: ``size`` (its most, ``[database] pool_size``), ``open``,
+    ``in_use`` (this read's own connection among them) and ``waiting`` threads."""
     status = read_status(db.raw, url, db.schema)
     database = status.as_dict()
+    database["pool"] = db.pool_status()
     tables = database.pop("tables")
     files = {
         "hot": {

@@ -1,4 +1,4 @@
-"""A store's storage on PostgreSQL: one connection, hot and cold tables in one schema.
+"""A store's storage on PostgreSQL: one connection pool, hot and cold tables in one schema.
 
 :class:`PostgresStorage` is the :class:`~memkeeper.storage.base.Storage` of a PostgreSQL
 database. The layers above see the same object: ``hot`` is the database handle, and
@@ -9,13 +9,18 @@ crash protocol of two files (``moves_in_flight``) is not needed and not written
 
 Opening connects (a refused password is :class:`~memkeeper.errors.AuthenticationFailed`, an
 unreachable server :class:`~memkeeper.errors.DatabaseUnreachable`, each one line naming the
-target, never the password), creates or migrates memkeeper's schema, and sets the
-connection's ``search_path`` to it.
+target, never the password), creates or migrates memkeeper's schema, and opens the store's
+connection pool (``pool_size`` connections at most, ``[database] pool_size``): every
+connection gets memkeeper's schema first on its ``search_path``. ``lock`` is a per-thread
+connection lease and ``hot`` resolves to the calling thread's connection
+(:mod:`~memkeeper.storage.postgres.leases`): the store's threads run at once, isolated by
+PostgreSQL's locks, not by a mutex.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 
 import psycopg
 from psycopg import sql
@@ -23,9 +28,15 @@ from psycopg import sql
 from memkeeper.clock import system_now
 from memkeeper.errors import DatabaseMissing
 from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT, Storage
-from memkeeper.storage.postgres.database import PostgresDatabase
+from memkeeper.storage.postgres.database import prepared
 from memkeeper.storage.postgres.job_locks import AdvisoryLock
-from memkeeper.storage.postgres.pool import DEFAULT_CONNECT_TIMEOUT, connect
+from memkeeper.storage.postgres.leases import ConnectionLease, PooledDatabase
+from memkeeper.storage.postgres.pool import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_POOL_SIZE,
+    Pool,
+    connect,
+)
 from memkeeper.storage.postgres.schema import (
     DEFAULT_SCHEMA,
     applied_steps,
@@ -48,11 +59,11 @@ class PostgresStorage(Storage):
         create: bool = True,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         synchronous: str = "normal",
+        pool_size: int = DEFAULT_POOL_SIZE,
     ) -> None:
         self.url = url if isinstance(url, DatabaseUrl) else parse_url(url)
         self.synchronous = synchronous
         self.schema = schema
-        self.lock = threading.RLock()
         self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
         self.connect_timeout = connect_timeout
         self.hot_raw = self.cold_raw = None
@@ -67,13 +78,25 @@ class PostgresStorage(Storage):
             migrate(raw, schema, now=system_now(), where=str(self.url))
             raw.autocommit = True
             self._search_path = [schema, *(s for s in extension_schemas(raw) if s != schema)]
-            self._configure(raw)
-        except BaseException:
+        finally:
             raw.close()
-            raise
-        self.hot = PostgresDatabase(  # type: ignore[assignment]
-            raw, schema, opener=self._open, where=str(self.url)
+        self._opened: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
+        self._opened_lock = threading.Lock()  # the pool's threads add to it
+        # Connected a moment ago (a refused password or a dead host said so): no probe.
+        self.pool = Pool(
+            self.url,
+            schema=schema,
+            min_size=1,
+            max_size=pool_size,
+            connect_timeout=connect_timeout,
+            configure=self._configure,
+            autocommit=True,
+            checked=False,
+        ).open(probe=False)
+        self.lock = ConnectionLease(  # type: ignore[assignment]
+            self.pool, schema, open_direct=self._open, where=str(self.url)
         )
+        self.hot = PooledDatabase(self.lock)  # type: ignore[assignment]
 
     def _configure(self, raw: psycopg.Connection) -> None:
         """Client-side parameters, memkeeper's schema first on the search path, and the
@@ -82,6 +105,9 @@ class PostgresStorage(Storage):
         last commits, about half a second's, and never corrupts), ``full`` waits for the
         WAL flush of every commit (the server's default). An erasure always waits for it."""
         raw.cursor_factory = psycopg.ClientCursor
+        prepared(raw)
+        with self._opened_lock:
+            self._opened.add(raw)
         durable = "on" if self.synchronous == "full" else "off"
         raw.execute(f"SET synchronous_commit = {durable}")
         raw.execute(
@@ -91,7 +117,8 @@ class PostgresStorage(Storage):
         )
 
     def _open(self) -> psycopg.Connection:
-        """A new connection like the first (after the server dropped the old one)."""
+        """A new connection like the pool's, outside it (for a lease whose connection the
+        server dropped: a refused password or a dead host is reported at once)."""
         raw = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
         try:
             self._configure(raw)
@@ -99,6 +126,14 @@ class PostgresStorage(Storage):
             raw.close()
             raise
         return raw
+
+    def backend_pids(self) -> set[int]:
+        """The server processes of this store's open connections (pooled, idle or leased,
+        and any opened beside the pool after a reconnect), as ``pg_stat_activity`` and
+        ``pg_locks`` show them."""
+        with self._opened_lock:
+            opened = list(self._opened)
+        return {raw.info.backend_pid for raw in opened if not raw.closed}
 
     @property
     def hot_path(self) -> str:  # type: ignore[override]
@@ -114,7 +149,7 @@ class PostgresStorage(Storage):
         """SQLite's WAL setting: nothing to do on PostgreSQL (the server checkpoints)."""
         self.autocheckpoint_pages = pages
 
-    def cold(self, *, create: bool) -> PostgresDatabase:  # type: ignore[override]
+    def cold(self, *, create: bool) -> PooledDatabase:  # type: ignore[override]
         """Cold storage: the same database (its table ``cold_memories``)."""
         return self.hot  # type: ignore[return-value]
 
@@ -132,6 +167,5 @@ class PostgresStorage(Storage):
         )
 
     def close(self) -> None:
-        with self.lock:
-            if not self.hot.conn.raw.closed:  # type: ignore[attr-defined]
-                self.hot.close()
+        """Close the pool: its idle connections now, a leased one when its lease ends."""
+        self.pool.close()

@@ -1,0 +1,237 @@
+"""A store's connections on PostgreSQL: one pool, a connection leased to each thread in turn.
+
+On SQLite ``storage.lock`` is a mutex: the store's threads share one connection and take
+turns. On PostgreSQL it is a :class:`ConnectionLease`: re-entrant per thread, and not
+exclusive between threads. The outermost ``with storage.lock:`` of a thread borrows a
+connection from the store's pool (:class:`~memkeeper.storage.postgres.pool.Pool`) and binds
+it to that thread; nested ones reuse it; leaving the outermost gives it back (rolled back
+first if a transaction was left open). Threads of one store therefore run on separate
+connections at once, and what isolates their writes is PostgreSQL's own locking: the write
+locks of :mod:`~memkeeper.storage.postgres.write_locks` (one writer per user) and MVCC
+(readers never wait).
+
+``storage.hot`` is a :class:`PooledDatabase`: the calls of a database handle, each on the
+calling thread's leased connection; outside a lease, a statement borrows a connection for
+itself alone (and a transaction, for the transaction). Its ``conn`` resolves the thread's
+connection at every call, so a handle kept in a variable never reaches another thread's.
+``raw`` (psycopg's connection itself, for ``psycopg.sql`` statements) exists only inside a
+lease. A lazy ``query()`` may be consumed after its lease ended: psycopg's client-side
+cursor holds the whole result once the statement returned, so reading it touches no
+connection.
+
+A leased connection the server dropped is replaced for the rest of the lease by a new one
+opened directly (so a refused password or a dead host says so at once, as on a store's
+first connect); the dead one goes back to the pool, which replaces it, and the pool's idle
+connections are tested then (after a restart, they died too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Collection, Iterator
+from typing import Any
+
+import psycopg
+
+from memkeeper.logs import get_logger
+from memkeeper.storage.postgres.database import PostgresDatabase
+from memkeeper.storage.postgres.pool import Pool
+from memkeeper.storage.postgres.write_locks import Scope
+
+log = get_logger(__name__)
+
+
+class _Held:
+    """One thread's lease: its database handle, how deep its ``with`` blocks nest, and the
+    pool's connection it borrowed (None once that one died and a direct one replaced it)."""
+
+    __slots__ = ("borrowed", "db", "depth")
+
+    def __init__(self, db: PostgresDatabase, borrowed: psycopg.Connection) -> None:
+        self.db = db
+        self.borrowed: psycopg.Connection | None = borrowed
+        self.depth = 0
+
+
+class ConnectionLease:
+    """``storage.lock`` on PostgreSQL: the calling thread's connection, re-entrant."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        schema: str,
+        *,
+        open_direct: Callable[[], psycopg.Connection],
+        where: str,
+    ) -> None:
+        self.pool = pool
+        self.schema = schema
+        self.where = where
+        self._open_direct = open_direct
+        self._local = threading.local()
+
+    def current(self) -> PostgresDatabase | None:
+        """The calling thread's leased handle, None outside a lease."""
+        held = getattr(self._local, "held", None)
+        return held.db if held is not None else None
+
+    def __enter__(self) -> ConnectionLease:
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = self._borrow()
+            self._local.held = held
+        held.depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        held: _Held = self._local.held
+        held.depth -= 1
+        if held.depth == 0:
+            self._local.held = None
+            self._give_back(held)
+
+    def _borrow(self) -> _Held:
+        raw = self.pool.getconn()
+        held = _Held(PostgresDatabase(raw, self.schema, where=self.where), raw)
+        held.db.conn.opener = lambda: self._replace(held)
+        return held
+
+    def _replace(self, held: _Held) -> psycopg.Connection:
+        """A new connection for the rest of ``held``'s lease (its own one died)."""
+        log.info("a pooled connection was lost: reconnecting", where=self.where)
+        if held.borrowed is not None:
+            dead, held.borrowed = held.borrowed, None
+            self.pool.putconn(dead)  # closed by now: the pool replaces it
+            with contextlib.suppress(psycopg.Error):
+                self.pool.check()  # a restart killed the idle ones too
+        return self._open_direct()
+
+    def _give_back(self, held: _Held) -> None:
+        raw = held.db.conn.raw
+        if held.db.conn.in_transaction and not raw.broken:
+            log.warning("a lease ended inside a transaction: rolled back", where=self.where)
+            with contextlib.suppress(psycopg.Error):
+                raw.rollback()
+        held.db.scope = None
+        if held.borrowed is raw:
+            self.pool.putconn(raw)
+        else:  # a direct connection that replaced a dead one
+            raw.close()
+
+    def status(self) -> dict[str, int]:
+        """The pool at a glance: its most (``size``), how many are open and in use, and
+        how many threads wait for one (the caller's own lease counts as in use)."""
+        stats = self.pool.stats()
+        opened = stats.get("pool_size", 0)
+        return {
+            "size": self.pool.max_size,
+            "open": opened,
+            "in_use": opened - stats.get("pool_available", 0),
+            "waiting": stats.get("requests_waiting", 0),
+        }
+
+
+class _ThreadConnection:
+    """``storage.hot.conn``: the calls storage makes on a connection, each on the calling
+    thread's leased one, or on one borrowed for that statement alone."""
+
+    __slots__ = ("_lease",)
+
+    def __init__(self, lease: ConnectionLease) -> None:
+        self._lease = lease
+
+    @property
+    def in_transaction(self) -> bool:
+        db = self._lease.current()
+        return db is not None and db.conn.in_transaction
+
+    def execute(self, sql: str, parameters: Any = None) -> psycopg.Cursor:
+        db = self._lease.current()
+        if db is not None:
+            return db.conn.execute(sql, parameters)
+        with self._lease:
+            return self._lease.current().conn.execute(sql, parameters)  # type: ignore[union-attr]
+
+    def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
+        db = self._lease.current()
+        if db is not None:
+            return db.conn.executemany(sql, seq_of_parameters)
+        with self._lease:
+            return self._lease.current().conn.executemany(sql, seq_of_parameters)  # type: ignore[union-attr]
+
+    @property
+    def raw(self) -> psycopg.Connection:
+        return _leased(self._lease).raw
+
+
+def _leased(lease: ConnectionLease) -> PostgresDatabase:
+    db = lease.current()
+    if db is None:
+        raise RuntimeError(
+            "the psycopg connection of a PostgreSQL store exists only inside its lease: "
+            "take it with `with storage.lock:` first"
+        )
+    return db
+
+
+class PooledDatabase:
+    """``storage.hot`` on PostgreSQL: :class:`PostgresDatabase`'s calls on the calling
+    thread's leased connection (one handle for every thread, so caches keyed by it hold)."""
+
+    dialect = "postgres"
+    __slots__ = ("__weakref__", "conn", "lease", "schema")
+
+    def __init__(self, lease: ConnectionLease) -> None:
+        self.lease = lease
+        self.schema = lease.schema
+        self.conn = _ThreadConnection(lease)
+
+    @property
+    def raw(self) -> psycopg.Connection:
+        """The thread's psycopg connection (inside a lease only)."""
+        return _leased(self.lease).raw
+
+    @property
+    def scope(self) -> Scope | None:
+        """What the thread's write transaction holds (None: none in progress)."""
+        db = self.lease.current()
+        return db.scope if db is not None else None
+
+    @property
+    def busy_users(self) -> frozenset[str]:
+        db = self.lease.current()
+        return db.busy_users if db is not None else frozenset()
+
+    def execute(self, sql: str, parameters: Any = None) -> psycopg.Cursor:
+        return self.conn.execute(sql, parameters)
+
+    def executescript(self, sql: str) -> psycopg.Cursor:
+        return self.conn.execute(sql)
+
+    def query(self, sql: str, params: Any = None) -> Iterator[dict[str, Any]]:
+        db = self.lease.current()
+        if db is not None:
+            return db.query(sql, params)
+        with self.lease:
+            return _leased(self.lease).query(sql, params)  # read once returned: see above
+
+    @contextlib.contextmanager
+    def atomic(self, opening: str | None = None) -> Iterator[PooledDatabase]:
+        """:meth:`PostgresDatabase.atomic` on the thread's connection (leased for it)."""
+        with self.lease, _leased(self.lease).atomic(opening):
+            yield self
+
+    @contextlib.contextmanager
+    def write_transaction(
+        self, users: Collection[str] | None = None, *, try_users: bool = False
+    ) -> Iterator[PooledDatabase]:
+        """:meth:`PostgresDatabase.write_transaction` on the thread's connection."""
+        with self.lease, _leased(self.lease).write_transaction(users, try_users=try_users):
+            yield self
+
+    def pool_status(self) -> dict[str, int]:
+        return self.lease.status()
+
+    def close(self) -> None:
+        self.lease.pool.close()
