@@ -11,6 +11,8 @@ business); the caller passes them in, nothing here reads the clock.
 Every function takes the storage (writers: for its lock and write transaction) or the hot
 database handle (readers, which the caller runs under ``storage.lock`` where it shares the
 connection with other threads), so that another backend can offer the same functions.
+A run's row is no memory's: on PostgreSQL its writes take the write lock shared
+(:data:`NO_MEMORY`), so agents never wait for a job's start or end (SQLite has one writer).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from memkeeper.storage.files import Storage
 from memkeeper.storage.postgres import retention as pg_retention
 from memkeeper.storage.sqlite import immediate_transaction
 
+NO_MEMORY: frozenset[str] = frozenset()
+"""The users a job-runs write changes the memories of: none."""
+
 
 def record_start(
     storage: Storage,
@@ -36,7 +41,7 @@ def record_start(
 ) -> None:
     """Insert run ``run_id`` as ``running`` (not a dry run), in its own transaction."""
     scheduled = to_db(scheduled_for) if scheduled_for else None
-    with storage.lock, immediate_transaction(storage.hot):
+    with storage.lock, immediate_transaction(storage.hot, users=NO_MEMORY):
         storage.hot.conn.execute(
             "INSERT INTO job_runs (run_id, job, trigger, scheduled_for, started_at, status,"
             " dry_run) VALUES (?, ?, ?, ?, ?, 'running', 0)",
@@ -49,7 +54,7 @@ def close_abandoned(storage: Storage, error: str) -> int:
 
     Only correct while the caller holds the job lock: then no run is really running.
     """
-    with storage.lock, immediate_transaction(storage.hot):
+    with storage.lock, immediate_transaction(storage.hot, users=NO_MEMORY):
         cursor = storage.hot.conn.execute(
             "UPDATE job_runs SET status = 'interrupted', error = ? WHERE status = 'running'",
             [error],
@@ -68,7 +73,7 @@ def record_end(
 ) -> None:
     """Give run ``run_id`` its end: time, status, counts (kept as JSON) and error."""
     text = json.dumps(counts, sort_keys=True)
-    with storage.lock, immediate_transaction(storage.hot):
+    with storage.lock, immediate_transaction(storage.hot, users=NO_MEMORY):
         storage.hot.conn.execute(
             "UPDATE job_runs SET finished_at = ?, status = ?, counts = ?, error = ?"
             " WHERE run_id = ?",

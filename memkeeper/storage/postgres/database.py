@@ -36,8 +36,14 @@ from psycopg.pq import TransactionStatus
 
 from memkeeper.errors import DatabaseUnreachable
 from memkeeper.storage.connection import _LAZY_KEYWORDS, _first_keyword, _keys
-from memkeeper.storage.postgres.dialect import translate
-from memkeeper.storage.postgres.write_locks import Scope, blocking_locks, lock_users
+from memkeeper.storage.postgres.dialect import many_rows, translate
+from memkeeper.storage.postgres.write_locks import (
+    Scope,
+    blocking_locks,
+    lock_users,
+    tried,
+    trying_locks,
+)
 
 _SAVEPOINTS = itertools.count(1)
 
@@ -141,10 +147,13 @@ class PostgresConnection:
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
         rows = [_parameters(parameters) for parameters in seq_of_parameters]
         text = translate(sql)
+        merged = many_rows(text, rows) if len(rows) > 1 else None  # an INSERT: one statement
 
         def many() -> psycopg.Cursor:
             cursor = self.raw.cursor()
-            if rows:
+            if merged is not None:
+                cursor.execute(*merged)
+            elif rows:
                 cursor.executemany(text, rows)
             return cursor
 
@@ -169,7 +178,7 @@ class PostgresDatabase:
     Database`; storage functions take either as their ``db``."""
 
     dialect = "postgres"
-    __slots__ = ("__weakref__", "conn", "schema", "scope")
+    __slots__ = ("__weakref__", "conn", "opened", "schema", "scope")
 
     def __init__(
         self,
@@ -183,6 +192,8 @@ class PostgresDatabase:
         self.schema = schema
         self.scope: Scope | None = None
         """What the write transaction in progress holds (None: none in progress)."""
+        self.opened: psycopg.Cursor | None = None
+        """The cursor of the last ``BEGIN`` and its opening (the result of the lock tries)."""
 
     @property
     def raw(self) -> psycopg.Connection:
@@ -228,7 +239,7 @@ class PostgresDatabase:
             raw.execute(psql.SQL("RELEASE SAVEPOINT {}").format(name))
             return
         # On a live connection (a dead one is replaced first), the opening in the same trip.
-        self.conn.execute("BEGIN" if opening is None else f"BEGIN; {opening}")
+        self.opened = self.conn.execute("BEGIN" if opening is None else f"BEGIN; {opening}")
         try:
             yield self
             self.conn.execute("COMMIT")
@@ -251,10 +262,19 @@ class PostgresDatabase:
         """
         outer = self.scope is None
         tries = try_users and users is not None
-        opening, scope = blocking_locks(users) if outer and not tries else (None, None)
+        ordered: list[str] = []
+        opening, scope = None, None
+        if outer and tries:
+            opening, ordered = trying_locks(users or ())
+        elif outer:
+            opening, scope = blocking_locks(users)
         with self.atomic(opening):
             if outer:
-                self.scope = scope or lock_users(self.conn, users or (), wait=False)  # tries
+                if scope is None:  # the tries, answered in the BEGIN's round trip
+                    assert self.opened is not None
+                    self.opened.nextset()
+                    scope = tried(ordered, self.opened.fetchone())
+                self.scope = scope
             elif users is not None and not self.scope.covers(users):
                 more = lock_users(self.conn, set(users) - self.scope.users, wait=True, shared=False)
                 self.scope.users |= more.users
