@@ -114,3 +114,15 @@ def test_many_rows_leaves_other_statements_and_bulk_copies_alone() -> None:
     )
     assert many_rows(translate("DELETE FROM memories WHERE id = ?"), [("a",), ("b",)]) is None
     assert many_rows(insert, [{"at": "1", "actor": "a"}] * (ROWS_PER_STATEMENT + 1)) is None
+
+
+def test_an_agents_recall_waits_for_the_server_four_times(two_stores) -> None:
+    _, agent = two_stores
+    agent.remember("ann", "city", "Oslo")
+    trips, found = _round_trips(agent, lambda: agent.recall("ann", "city"))
+    assert found is not None and found.access_count == 1
+    # BEGIN with the user's lock, the read, the use (the entry's row and its day's count
+    # in one trip), COMMIT.
+    assert trips == 4
+    counted = agent.storage.hot.query("SELECT count FROM uses WHERE memory_id = ?", [found.id])
+    assert [row["count"] for row in counted] == [1]
