@@ -126,3 +126,41 @@ def test_an_agents_recall_waits_for_the_server_four_times(two_stores) -> None:
     assert trips == 4
     counted = agent.storage.hot.query("SELECT count FROM uses WHERE memory_id = ?", [found.id])
     assert [row["count"] for row in counted] == [1]
+
+
+def test_a_jobs_batch_moves_the_trigram_pending_list_in_small_steps(two_stores, monkeypatch):
+    from memkeeper.storage import transitions
+    from memkeeper.storage.postgres.write_locks import JOB_PENDING_LIST_KB
+
+    job, _ = two_stores
+    seen: list[str] = []
+
+    def look(step: str) -> None:
+        if step == "hot-written":  # inside the batch's transaction
+            seen.append(job.storage.hot.raw.execute("SHOW gin_pending_list_limit").fetchone()[0])
+
+    batch = _demotions(job, 3)  # the remembers write with the server's limit
+    monkeypatch.setattr(transitions, "step_hook", look)
+    apply(job.storage, batch, actor="job", now=system_now(), run_id="r")
+    assert seen == [f"{JOB_PENDING_LIST_KB // 1024}MB"]
+    limit = job.storage.hot.raw.execute("SHOW gin_pending_list_limit").fetchone()[0]
+    assert limit == "4MB"  # the transaction's own: the connection keeps the server's
+
+
+def test_a_job_on_postgresql_never_shrinks_its_transactions_to_a_row(two_stores) -> None:
+    import threading
+
+    from memkeeper.maintenance.jobkit import PER_USER_SMALLEST, JobContext
+
+    job, _ = two_stores
+    ctx = JobContext(
+        store=job,
+        job="expire",
+        config=job.config.jobs.expire,
+        now=system_now(),
+        run_id="r",
+        dry_run=False,
+        stop_event=threading.Event(),
+    )
+    ctx.pacer.observe(ctx.pacer.size, 10.0)  # a transaction that ran far too long
+    assert ctx.pacer.size == PER_USER_SMALLEST

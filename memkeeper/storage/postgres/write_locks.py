@@ -64,20 +64,36 @@ def blocking_locks(users: Collection[str] | None) -> tuple[str, Scope]:
     return "SELECT " + ", ".join(calls), Scope(users=set(users))
 
 
+JOB_PENDING_LIST_KB = 1024
+"""``gin_pending_list_limit`` of a job's batch in kB (the server's default is 4 MB), see below."""
+
+
 def trying_locks(users: Collection[str]) -> tuple[str, list[str]]:
-    """The one statement that takes the global lock shared and *tries* each user's lock (a
-    job's batch), and the users in the order of its result's columns after the first: sent
-    with the ``BEGIN`` in one round trip. Its text holds nothing but integers (the keys)."""
+    """The one statement that opens a job's batch: the global lock shared, a *try* of each
+    user's lock, and the users in the order of its result's last columns; sent with the
+    ``BEGIN`` in one round trip. Its text holds nothing but integers (the keys).
+
+    It also lowers ``gin_pending_list_limit`` for the batch's transaction. The trigram
+    indexes take new entries (every insert and every update of an indexed column, so every
+    change a job makes) into a pending list first, and the statement that finds the list
+    past the limit moves all of it into the index: at the default 4 MB, a few hundred
+    milliseconds in one statement, paid by whoever writes next, a job or an agent's
+    ``remember``. A job writing through a small limit moves the list in small steps
+    itself, so an agent's write finds it short."""
     ordered = sorted(set(users), key=user_key)  # the order blocking_locks takes them in
-    calls = [f"pg_advisory_xact_lock_shared({LOCK_CLASS}, {LOCK_WRITE})"]
+    calls = [
+        f"set_config('gin_pending_list_limit', '{JOB_PENDING_LIST_KB}', true)",
+        f"pg_advisory_xact_lock_shared({LOCK_CLASS}, {LOCK_WRITE})",
+    ]
     calls += [f"pg_try_advisory_xact_lock({user_key(user)})" for user in ordered]
     return "SELECT " + ", ".join(calls), ordered
 
 
 def tried(ordered: list[str], row: Sequence[Any]) -> Scope:
     """The scope :func:`trying_locks`' statement gave: its ``row`` read against ``ordered``
-    (the first column is the global lock's, which always waits and holds)."""
-    held = {user for user, got in zip(ordered, row[1:], strict=True) if got}
+    (the columns before the tries always hold)."""
+    tries = row[len(row) - len(ordered) :]
+    held = {user for user, got in zip(ordered, tries, strict=True) if got}
     return Scope(users=held, busy=frozenset(ordered) - held)
 
 
