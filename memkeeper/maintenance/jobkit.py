@@ -76,22 +76,33 @@ class LockPacer:
     cold page cache, deeper indexes): measured at 1,000,000 memories, 200 rows held the lock
     up to 52 ms where 100,000 memories took 18 ms. After each transaction the size moves
     toward the target: down at once when a transaction ran long, up gently when it ran
-    short, between 1 and ``largest`` (``[database] batch_size``).
+    short, between ``smallest`` and ``largest`` (``[database] batch_size``).
+
+    ``smallest`` is 1 on SQLite, whose one write lock every agent waits for. On PostgreSQL
+    (:data:`PER_USER_SMALLEST`) a batch locks only its own users, so agents of every other
+    user never wait for it, and a transaction's time there is mostly round trips to the
+    server: on a busy host, shrinking to a row or two made the pass ten times slower (a
+    transaction per row) without sparing any agent a wait.
     """
 
-    def __init__(self, largest: int, target_ms: float) -> None:
+    def __init__(self, largest: int, target_ms: float, smallest: int = 1) -> None:
         self.largest = largest
+        self.smallest = max(1, min(largest, smallest))
         self.target = target_ms / 1000
-        self.size = max(1, min(largest, 50))
+        self.size = max(self.smallest, min(largest, 50))
 
     def observe(self, rows: int, seconds: float) -> None:
         """Adjust the next size after ``rows`` took ``seconds``."""
         if rows < self.size or seconds <= 0:
             return  # a short tail batch says little about the rate
         if seconds > self.target:
-            self.size = max(1, int(rows * self.target / seconds * 0.9))
+            self.size = max(self.smallest, int(rows * self.target / seconds * 0.9))
         elif seconds < self.target / 2:
             self.size = min(self.largest, max(self.size + 1, int(self.size * 1.25)))
+
+
+PER_USER_SMALLEST = 50
+"""The fewest rows a job's transaction holds on PostgreSQL (see :class:`LockPacer`)."""
 
 
 @dataclass
@@ -120,7 +131,9 @@ class JobContext:
 
     def __post_init__(self) -> None:
         database = self.store.config.database
-        self.pacer = LockPacer(database.batch_size, database.lock_hold_ms)
+        per_user = getattr(self.store.storage.hot, "dialect", "sqlite") == "postgres"
+        smallest = PER_USER_SMALLEST if per_user else 1
+        self.pacer = LockPacer(database.batch_size, database.lock_hold_ms, smallest)
 
     @property
     def actor(self) -> str:

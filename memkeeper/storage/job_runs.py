@@ -11,6 +11,8 @@ business); the caller passes them in, nothing here reads the clock.
 Every function takes the storage (writers: for its lock and write transaction) or the hot
 database handle (readers, which the caller runs under ``storage.lock`` where it shares the
 connection with other threads), so that another backend can offer the same functions.
+A run's row is no memory's: on PostgreSQL its writes take the write lock shared
+(:data:`NO_MEMORY`), so agents never wait for a job's start or end (SQLite has one writer).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from memkeeper.storage.postgres import retention as pg_retention
 from memkeeper.storage.postgres.leadership import host_name
 from memkeeper.storage.sqlite.connection import Database
 from memkeeper.storage.transaction import immediate_transaction
+
+NO_MEMORY: frozenset[str] = frozenset()
+"""The users a job-runs write changes the memories of: none."""
 
 
 def record_start(
@@ -44,7 +49,7 @@ def record_start(
     if storage.hot.dialect == "postgres":
         columns, marks = ", host", ", ?"
         values.append(host_name())
-    with storage.lock, immediate_transaction(storage.hot):
+    with storage.lock, immediate_transaction(storage.hot, users=NO_MEMORY):
         storage.hot.conn.execute(
             "INSERT INTO job_runs (run_id, job, trigger, scheduled_for, started_at, status,"
             f" dry_run{columns}) VALUES (?, ?, ?, ?, ?, 'running', 0{marks})",
@@ -57,7 +62,7 @@ def close_abandoned(storage: Storage, error: str) -> int:
 
     Only correct while the caller holds the job lock: then no run is really running.
     """
-    with storage.lock, immediate_transaction(storage.hot):
+    with storage.lock, immediate_transaction(storage.hot, users=NO_MEMORY):
         cursor = storage.hot.conn.execute(
             "UPDATE job_runs SET status = 'interrupted', error = ? WHERE status = 'running'",
             [error],
@@ -76,7 +81,7 @@ def record_end(
 ) -> None:
     """Give run ``run_id`` its end: time, status, counts (kept as JSON) and error."""
     text = json.dumps(counts, sort_keys=True)
-    with storage.lock, immediate_transaction(storage.hot):
+    with storage.lock, immediate_transaction(storage.hot, users=NO_MEMORY):
         storage.hot.conn.execute(
             "UPDATE job_runs SET finished_at = ?, status = ?, counts = ?, error = ?"
             " WHERE run_id = ?",

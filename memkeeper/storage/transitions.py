@@ -49,8 +49,9 @@ from memkeeper.clock import to_db
 from memkeeper.storage.base import Storage
 from memkeeper.storage.batches import chunks, delete_in, placeholders
 from memkeeper.storage.changelog import change_row, insert_changes
-from memkeeper.storage.sqlite.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.sqlite.schema import MEMORY_COLUMNS
 from memkeeper.storage.transaction import immediate_transaction
+from memkeeper.storage.transition_writes import clear_cold, one_round_trip, write_cold, write_hot
 
 Image = dict[str, Any]
 
@@ -159,61 +160,6 @@ def supersede(current: Image, by_id: str, now: datetime, reason: str, **details:
     )
 
 
-def _write_cold(storage: Storage, rows: Sequence[Image], marks: Sequence[str], now: str) -> None:
-    cold = storage.cold(create=True)
-    assert cold is not None
-    with immediate_transaction(cold):
-        storage.check_cold_file(cold)  # under the cold lock: deleted or swapped files refused
-        if rows:
-            names = ", ".join(COLD_COLUMNS)
-            values = ", ".join(f":{c}" for c in COLD_COLUMNS)
-            cold.conn.executemany(
-                f"INSERT OR REPLACE INTO cold_memories ({names}) VALUES ({values})", rows
-            )
-        cold.conn.executemany(
-            "INSERT OR REPLACE INTO moves_in_flight (id, started_at) VALUES (?, ?)",
-            [(memory_id, now) for memory_id in marks],
-        )
-
-
-def _clear_cold(storage: Storage, removed: Sequence[str], marks: Sequence[str]) -> None:
-    cold = storage.cold(create=False)
-    if cold is None:
-        return
-    with immediate_transaction(cold):
-        delete_in(cold.conn, "cold_memories", "id", removed)
-        delete_in(cold.conn, "moves_in_flight", "id", marks)
-
-
-def _write_hot(storage: Storage, pairs: Sequence[tuple[Transition, Image | None]]) -> None:
-    conn = storage.hot.conn
-    names = ", ".join(MEMORY_COLUMNS)
-    values = ", ".join(f":{c}" for c in MEMORY_COLUMNS)
-    # Updates set only the columns that change, grouped by which ones: an index is rewritten
-    # only when a column it holds is assigned, so this keeps bulk transitions cheap.
-    updates: dict[tuple[bool, tuple[str, ...]], list[Image]] = {}
-    inserts, deletes = [], []
-    for transition, current in pairs:
-        target = transition.target
-        if _is_hot(current) and _is_hot(target):
-            assert current is not None and target is not None
-            changed = tuple(c for c in MEMORY_COLUMNS if c != "id" and target[c] != current[c])
-            if changed:
-                becomes_current = target["state"] in ("active", "pending_review")
-                updates.setdefault((becomes_current, changed), []).append(target)
-        elif _is_hot(current):
-            deletes.append((transition.memory_id,))
-        elif _is_hot(target):
-            inserts.append({name: target[name] for name in MEMORY_COLUMNS})  # type: ignore[index]
-    # Deletes and demotions first, so a new current entry never collides with the old one
-    # in the unique index of current keys.
-    conn.executemany("DELETE FROM memories WHERE id = ?", deletes)
-    for (_, changed), images in sorted(updates.items(), key=lambda item: item[0][0]):
-        assignments = ", ".join(f"{c} = :{c}" for c in changed)
-        conn.executemany(f"UPDATE memories SET {assignments} WHERE id = :id", images)
-    conn.executemany(f"INSERT INTO memories ({names}) VALUES ({values})", inserts)
-
-
 _CURRENT_STATES = ("active", "pending_review")
 
 
@@ -275,7 +221,7 @@ def reconcile(storage: Storage) -> int:
         return 0
     in_hot = set(storage.hot_images(marked))
     stale = [*in_hot, *_removed(storage, [i for i in marked if i not in in_hot])]
-    _clear_cold(storage, stale, marked)
+    clear_cold(storage, stale, marked)
     return len(stale)
 
 
@@ -296,7 +242,12 @@ def _removed(storage: Storage, ids: Sequence[str]) -> list[str]:
 
 
 def reconcile_now(storage: Storage) -> int:
-    """Run :func:`reconcile` under its own hot write lock."""
+    """Run :func:`reconcile` under its own hot write lock.
+
+    One database (PostgreSQL) has no move across files to settle: no lock is taken (it
+    would be the global one, which every agent's write waits for)."""
+    if storage.one_database:
+        return 0
     with storage.lock, immediate_transaction(storage.hot):
         return reconcile(storage)
 
@@ -356,32 +307,33 @@ def apply(
                     if storage.one_database  # one transaction: no crash window across files
                     else [t.memory_id for t, cur in ready if _is_cold(cur) != _is_cold(t.target)]
                 )
-                if into_cold or marks:
-                    _write_cold(storage, into_cold, marks, stamp)  # type: ignore[arg-type]
-                    step_hook("cold-written")
-                if storage.one_database:  # the cold rows that leave go in the same commit
-                    leaving = [
-                        t.memory_id for t, c in ready if _is_cold(c) and not _is_cold(t.target)
-                    ]
-                    delete_in(storage.hot.conn, "cold_memories", "id", leaving)
-                _write_hot(storage, ready)
-                insert_changes(
-                    storage.hot,
-                    (
-                        change_row(
-                            at=stamp,
-                            actor=actor,
-                            run_id=run_id,
-                            action=t.action,
-                            reason=t.reason,
-                            before=cur,
-                            after=t.target,
-                            source=t.source,
-                            details=t.details,
-                        )
-                        for t, cur in ready
-                    ),
-                )
+                with one_round_trip(storage.hot):  # the writes below read nothing back
+                    if into_cold or marks:
+                        write_cold(storage, into_cold, marks, stamp)  # type: ignore[arg-type]
+                        step_hook("cold-written")
+                    if storage.one_database:  # the cold rows that leave go in the same commit
+                        leaving = [
+                            t.memory_id for t, c in ready if _is_cold(c) and not _is_cold(t.target)
+                        ]
+                        delete_in(storage.hot.conn, "cold_memories", "id", leaving)
+                    write_hot(storage, ready)
+                    insert_changes(
+                        storage.hot,
+                        (
+                            change_row(
+                                at=stamp,
+                                actor=actor,
+                                run_id=run_id,
+                                action=t.action,
+                                reason=t.reason,
+                                before=cur,
+                                after=t.target,
+                                source=t.source,
+                                details=t.details,
+                            )
+                            for t, cur in ready
+                        ),
+                    )
                 step_hook("hot-written")
             hot_committed = True
             step_hook("hot-committed")

@@ -40,6 +40,7 @@ from typing import Any
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage.batches import delete_in
 from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.transition_writes import one_round_trip
 from memkeeper.storage.transitions import Image, used_image
 
 _UPSERT_MANY = (
@@ -91,11 +92,18 @@ def mark_used(db: Database, image: Image, now: datetime) -> Image:
     """
     target = used_image(image, now)
     day, time_of_day = day_and_time(now)
-    db.conn.execute(
-        "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ? WHERE id = ?",
-        [target["last_accessed_at"], target["access_count"], target["last_used_at"], image["id"]],
-    )
-    db.conn.execute(_UPSERT, [image["id"], day, time_of_day, time_of_day])
+    with one_round_trip(db):  # an agent's recall: one wait for the server, not two
+        db.conn.execute(
+            "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ?"
+            " WHERE id = ?",
+            [
+                target["last_accessed_at"],
+                target["access_count"],
+                target["last_used_at"],
+                image["id"],
+            ],
+        )
+        db.conn.execute(_UPSERT, [image["id"], day, time_of_day, time_of_day])
     return target
 
 
@@ -127,11 +135,13 @@ def record_uses(db: Database, batch: Sequence[tuple[Image, Sequence[datetime]]])
         )
     if not updates:
         return
-    db.conn.executemany(
-        "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ? WHERE id = ?",
-        updates,
-    )
-    db.conn.executemany(_UPSERT_MANY, list(days.values()))
+    with one_round_trip(db):
+        db.conn.executemany(
+            "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ?"
+            " WHERE id = ?",
+            updates,
+        )
+        db.conn.executemany(_UPSERT_MANY, list(days.values()))
 
 
 def uses_of(db: Database, memory_id: str) -> list[UseDay]:

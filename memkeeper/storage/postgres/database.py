@@ -35,8 +35,14 @@ from psycopg.adapt import Loader
 from psycopg.pq import TransactionStatus
 
 from memkeeper.errors import DatabaseUnreachable
-from memkeeper.storage.postgres.dialect import translate
-from memkeeper.storage.postgres.write_locks import Scope, blocking_locks, lock_users
+from memkeeper.storage.postgres.dialect import many_rows, translate
+from memkeeper.storage.postgres.write_locks import (
+    Scope,
+    blocking_locks,
+    lock_users,
+    tried,
+    trying_locks,
+)
 from memkeeper.storage.sqlite.connection import _LAZY_KEYWORDS, _first_keyword, _keys
 
 _SAVEPOINTS = itertools.count(1)
@@ -146,10 +152,13 @@ class PostgresConnection:
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
         rows = [_parameters(parameters) for parameters in seq_of_parameters]
         text = translate(sql)
+        merged = many_rows(text, rows) if len(rows) > 1 else None  # an INSERT: one statement
 
         def many() -> psycopg.Cursor:
             cursor = self.raw.cursor()
-            if rows:
+            if merged is not None:
+                cursor.execute(*merged)
+            elif rows:
                 cursor.executemany(text, rows)
             return cursor
 
@@ -174,7 +183,7 @@ class PostgresDatabase:
     Database`; storage functions take either as their ``db``."""
 
     dialect = "postgres"
-    __slots__ = ("__weakref__", "conn", "fence", "schema", "scope")
+    __slots__ = ("__weakref__", "conn", "fence", "opened", "schema", "scope")
 
     def __init__(
         self,
@@ -191,6 +200,8 @@ class PostgresDatabase:
         self.fence: Callable[[PostgresConnection], None] | None = None
         """Run before each COMMIT while a job lock is held: raises (the transaction rolls
         back) when the lock was lost (:class:`~memkeeper.storage.postgres.leadership.Fence`)."""
+        self.opened: psycopg.Cursor | None = None
+        """The cursor of the last ``BEGIN`` and its opening (the result of the lock tries)."""
 
     @property
     def raw(self) -> psycopg.Connection:
@@ -236,7 +247,7 @@ class PostgresDatabase:
             raw.execute(psql.SQL("RELEASE SAVEPOINT {}").format(name))
             return
         # On a live connection (a dead one is replaced first), the opening in the same trip.
-        self.conn.execute("BEGIN" if opening is None else f"BEGIN; {opening}")
+        self.opened = self.conn.execute("BEGIN" if opening is None else f"BEGIN; {opening}")
         try:
             yield self
             if self.fence is not None:
@@ -261,10 +272,19 @@ class PostgresDatabase:
         """
         outer = self.scope is None
         tries = try_users and users is not None
-        opening, scope = blocking_locks(users) if outer and not tries else (None, None)
+        ordered: list[str] = []
+        opening, scope = None, None
+        if outer and tries:
+            opening, ordered = trying_locks(users or ())
+        elif outer:
+            opening, scope = blocking_locks(users)
         with self.atomic(opening):
             if outer:
-                self.scope = scope or lock_users(self.conn, users or (), wait=False)  # tries
+                if scope is None:  # the tries, answered in the BEGIN's round trip
+                    assert self.opened is not None
+                    self.opened.nextset()
+                    scope = tried(ordered, self.opened.fetchone())
+                self.scope = scope
             elif users is not None and not self.scope.covers(users):
                 more = lock_users(self.conn, set(users) - self.scope.users, wait=True, shared=False)
                 self.scope.users |= more.users

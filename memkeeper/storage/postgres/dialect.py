@@ -14,6 +14,9 @@ is a short, closed list, and this module rewrites exactly that list:
 - ``group_concat`` becomes ``string_agg``; ``CAST(... AS REAL)`` a double; the scalar
   ``min(a, b)`` / ``max(a, b)`` of two columns ``LEAST`` / ``GREATEST``.
 
+``executemany`` of one ``INSERT`` is sent as one statement of many rows
+(:func:`many_rows`): the server parses and plans it once, not once per row.
+
 A statement only one backend has (``PRAGMA``, ``sqlite_master``, FTS5's ``MATCH``, ``ATTACH``)
 is not rewritten: it raises :class:`SqliteOnly`, so a code path that still assumes SQLite
 fails loudly in the PostgreSQL test run instead of doing something else. The storage function
@@ -25,7 +28,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "memories": ("id",),
@@ -143,3 +147,55 @@ def translate(sql: str, with_parameters: bool = True) -> str:
         else:
             sql = sql.rstrip().rstrip(";") + conflict
     return sql
+
+
+_ONE_ROW = re.compile(
+    r"^(?P<head>\s*INSERT\s+INTO\s+\w+\s*\((?P<columns>[^)]*)\)\s*VALUES\s*)"
+    r"\((?P<values>\s*%(?:\(\w+\))?s\s*(?:,\s*%(?:\(\w+\))?s\s*)*)\)(?P<tail>.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_PLACEHOLDER = re.compile(r"%(?:\((\w+)\))?s")
+_UPDATES_ON = re.compile(r"ON\s+CONFLICT\s*\(([^)]*)\)\s*DO\s+UPDATE", re.IGNORECASE)
+ROWS_PER_STATEMENT = 1000
+"""Most rows :func:`many_rows` puts in one statement (a long text is parsed in one piece):
+a bulk copy of more is sent as before, one statement a row in one pipeline."""
+
+
+def many_rows(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
+    """``executemany(text, rows)`` of a translated one-row ``INSERT ... VALUES (...)`` as one
+    statement of all the rows, with its parameters; None when ``text`` is not such an insert
+    or there are more than :data:`ROWS_PER_STATEMENT` rows (the rows are then sent one
+    statement each). Its ``rowcount`` is theirs added up, as ``executemany``'s.
+
+    The same rows go in, in the same order, so the same rows come out: ``ON CONFLICT DO
+    NOTHING`` skips a row whose key an earlier row of the statement took, as it would have
+    one statement later. ``DO UPDATE`` cannot touch one row twice in a statement: rows that
+    repeat a key are sent one by one (None) so that the last one wins, as in SQLite.
+    """
+    found = _ONE_ROW.match(text)
+    if found is None or not rows or len(rows) > ROWS_PER_STATEMENT:
+        return None
+    names = [m.group(1) for m in _PLACEHOLDER.finditer(found.group("values"))]
+    named = all(names)
+    if not named and any(names):
+        return None
+    width = len(names)
+    if named:
+        flat = [[row[name] for name in names] for row in rows]
+    else:
+        flat = [list(row) for row in rows]
+        if any(len(row) != width for row in flat):
+            return None
+    updates = _UPDATES_ON.search(found.group("tail"))
+    if updates is not None:
+        columns = [c.strip() for c in found.group("columns").split(",")]
+        key = [c.strip() for c in updates.group(1).split(",")]
+        if not all(k in columns for k in key) or (not named and width != len(columns)):
+            return None
+        at = [names.index(k) if named else columns.index(k) for k in key]
+        keys = [tuple(row[i] for i in at) for row in flat]
+        if len(set(keys)) != len(keys):
+            return None
+    group = "(" + ", ".join(["%s"] * width) + ")"
+    sql = found.group("head") + ", ".join([group] * len(flat)) + found.group("tail")
+    return sql, [value for row in flat for value in row]

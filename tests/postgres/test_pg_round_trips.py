@@ -1,0 +1,166 @@
+"""A maintenance pass on PostgreSQL pays few round trips per batch, and never queues agents.
+
+Round trips are read from libpq's own protocol trace of the job's connection (each ``Query``
+or pipeline ``Sync`` the client sends is answered by one ``ReadyForQuery``), never from a
+clock. Two stores on one database stand for the job's process and an agent's.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from memkeeper import MemoryStore
+from memkeeper.clock import system_now
+from memkeeper.maintenance.runner import run_job
+from memkeeper.storage.postgres.dialect import ROWS_PER_STATEMENT, many_rows, translate
+from memkeeper.storage.transaction import write_transaction
+from memkeeper.storage.transitions import Transition, apply, with_changes
+
+
+def _round_trips(store: MemoryStore, work: Callable[[], Any]) -> tuple[int, Any]:
+    """How many times ``work`` waited for the server on ``store``'s connection, and its result."""
+    pgconn = store.storage.hot.raw.pgconn
+    with tempfile.TemporaryFile("w+") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            result = work()
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        lines = trace.read().splitlines()
+    return sum(1 for line in lines if "\tReadyForQuery" in line), result
+
+
+def _demotions(store: MemoryStore, users: int, prefix: str = "user") -> list[Transition]:
+    ids = [store.remember(f"{prefix}-{n}", "city", f"Town {n}").id for n in range(users)]
+    images = store.storage.hot_images(ids)
+    return [
+        Transition(i, images[i], with_changes(images[i], confidence=0.5), "demote", "test")
+        for i in ids
+    ]
+
+
+@pytest.fixture
+def two_stores(pg_database: str):
+    with MemoryStore(pg_database) as job, MemoryStore(pg_database) as agent:
+        yield job, agent
+
+
+def test_a_jobs_batch_over_many_users_costs_the_same_few_round_trips(two_stores) -> None:
+    job, _ = two_stores
+    small, large = _demotions(job, 2, "few"), _demotions(job, 40, "many")
+
+    def batch(transitions: list[Transition]) -> Callable[[], Any]:
+        return lambda: apply(job.storage, transitions, actor="job", now=system_now(), run_id="r")
+
+    trips_small, _ = _round_trips(job, batch(small))
+    trips_large, outcomes = _round_trips(job, batch(large))
+    assert all(outcome.applied for outcome in outcomes)
+    # BEGIN with every lock and try, the re-read, the writes, COMMIT: not one per user/row.
+    assert trips_large == trips_small <= 5
+    assert [job.get(t.memory_id).confidence for t in large] == pytest.approx([0.5] * 40)
+    logged = job.storage.hot.query("SELECT count(*) AS n FROM changes WHERE action = 'demote'")
+    assert next(logged)["n"] == len(small) + len(large)  # each change with its log row
+
+
+def test_a_tried_batch_still_leaves_the_user_an_agent_is_writing(two_stores) -> None:
+    job, agent = two_stores
+    transitions = _demotions(job, 6)
+    busy = transitions[3].expected["user_id"]  # type: ignore[index]
+    with write_transaction(agent.storage, users=[busy]):
+        outcomes = apply(job.storage, transitions, actor="job", now=system_now(), run_id="r")
+    assert [o.applied for o in outcomes] == [True, True, True, False, True, True]
+
+
+def test_a_jobs_start_and_end_never_wait_for_an_agents_write(two_stores) -> None:
+    job, agent = two_stores
+    job.remember("ann", "city", "Oslo")
+    job.storage.hot.raw.execute("SET lock_timeout = '3s'")  # waiting would fail the run
+    with write_transaction(agent.storage, users=["ann"]):
+        result = run_job(job, "settle", now=system_now(), lock_wait_seconds=0)
+    assert result.status == "ok"
+    assert [run.status for run in job.job_runs(job="settle")] == ["ok"]
+
+
+def test_many_rows_of_one_insert_become_one_statement_with_the_same_outcome(two_stores) -> None:
+    job, _ = two_stores
+    conn = job.storage.hot.conn
+    sql = (
+        "INSERT OR REPLACE INTO uses (memory_id, day, count, first_at, last_at)"
+        " VALUES (?, ?, ?, ?, ?)"
+    )
+    rows = [("m1", "d1", 1, "a", "a"), ("m2", "d1", 2, "b", "b"), ("m1", "d1", 3, "c", "c")]
+    assert many_rows(translate(sql), rows) is None  # a key twice: one by one, the last wins
+    assert many_rows(translate(sql), rows[:2]) is not None
+    conn.executemany(sql, rows)
+    ignored = conn.executemany(sql.replace("REPLACE", "IGNORE"), [("m3", "d", 1, "x", "x")] * 3)
+    assert ignored.rowcount == 1  # the first of three same keys, as one statement each
+    conn.executemany(sql, [("m2", "d1", 5, "e", "e"), ("m4", "d1", 4, "f", "f")])
+    got = {(r["memory_id"], r["count"]) for r in job.storage.hot.query("SELECT * FROM uses")}
+    assert got == {("m1", 3), ("m2", 5), ("m3", 1), ("m4", 4)}
+
+
+def test_many_rows_leaves_other_statements_and_bulk_copies_alone() -> None:
+    insert = translate("INSERT INTO changes (at, actor) VALUES (:at, :actor)")
+    assert many_rows(insert, [{"at": "1", "actor": "a%"}, {"at": "2", "actor": "b"}]) == (
+        "INSERT INTO changes (at, actor) VALUES (%s, %s), (%s, %s)",
+        ["1", "a%", "2", "b"],
+    )
+    assert many_rows(translate("DELETE FROM memories WHERE id = ?"), [("a",), ("b",)]) is None
+    assert many_rows(insert, [{"at": "1", "actor": "a"}] * (ROWS_PER_STATEMENT + 1)) is None
+
+
+def test_an_agents_recall_waits_for_the_server_four_times(two_stores) -> None:
+    _, agent = two_stores
+    agent.remember("ann", "city", "Oslo")
+    trips, found = _round_trips(agent, lambda: agent.recall("ann", "city"))
+    assert found is not None and found.access_count == 1
+    # BEGIN with the user's lock, the read, the use (the entry's row and its day's count
+    # in one trip), COMMIT.
+    assert trips == 4
+    counted = agent.storage.hot.query("SELECT count FROM uses WHERE memory_id = ?", [found.id])
+    assert [row["count"] for row in counted] == [1]
+
+
+def test_a_jobs_batch_moves_the_trigram_pending_list_in_small_steps(two_stores, monkeypatch):
+    from memkeeper.storage import transitions
+    from memkeeper.storage.postgres.write_locks import JOB_PENDING_LIST_KB
+
+    job, _ = two_stores
+    seen: list[str] = []
+
+    def look(step: str) -> None:
+        if step == "hot-written":  # inside the batch's transaction
+            seen.append(job.storage.hot.raw.execute("SHOW gin_pending_list_limit").fetchone()[0])
+
+    batch = _demotions(job, 3)  # the remembers write with the server's limit
+    monkeypatch.setattr(transitions, "step_hook", look)
+    apply(job.storage, batch, actor="job", now=system_now(), run_id="r")
+    assert seen == [f"{JOB_PENDING_LIST_KB // 1024}MB"]
+    limit = job.storage.hot.raw.execute("SHOW gin_pending_list_limit").fetchone()[0]
+    assert limit == "4MB"  # the transaction's own: the connection keeps the server's
+
+
+def test_a_job_on_postgresql_never_shrinks_its_transactions_to_a_row(two_stores) -> None:
+    import threading
+
+    from memkeeper.maintenance.jobkit import PER_USER_SMALLEST, JobContext
+
+    job, _ = two_stores
+    ctx = JobContext(
+        store=job,
+        job="expire",
+        config=job.config.jobs.expire,
+        now=system_now(),
+        run_id="r",
+        dry_run=False,
+        stop_event=threading.Event(),
+    )
+    ctx.pacer.observe(ctx.pacer.size, 10.0)  # a transaction that ran far too long
+    assert ctx.pacer.size == PER_USER_SMALLEST
