@@ -40,6 +40,7 @@ from typing import Any
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage.connection import Database
 from memkeeper.storage.files import delete_in
+from memkeeper.storage.postgres.pipeline import pipelined
 from memkeeper.storage.transitions import Image, used_image
 
 _UPSERT_MANY = (
@@ -127,11 +128,13 @@ def record_uses(db: Database, batch: Sequence[tuple[Image, Sequence[datetime]]])
         )
     if not updates:
         return
-    db.conn.executemany(
-        "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ? WHERE id = ?",
-        updates,
-    )
-    db.conn.executemany(_UPSERT_MANY, list(days.values()))
+    with pipelined(db):  # PostgreSQL: both statements in one round trip
+        db.conn.executemany(
+            "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ?"
+            " WHERE id = ?",
+            updates,
+        )
+        db.conn.executemany(_UPSERT_MANY, list(days.values()))
 
 
 def uses_of(db: Database, memory_id: str) -> list[UseDay]:

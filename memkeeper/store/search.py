@@ -37,11 +37,12 @@ from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResul
 from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.keywords import small_user_rows
+from memkeeper.storage.use_buffer import buffering
 from memkeeper.storage.vectors import has_vectors, user_vectors
 from memkeeper.store import fusion, semantic
 from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 from memkeeper.store.core import StoreCore
-from memkeeper.store.recall import mark_hits, restore_found
+from memkeeper.store.recall import mark_hits, mark_live, restore_found
 
 log = logs.get_logger("memkeeper.search")
 
@@ -93,7 +94,7 @@ def search(
     if min_confidence > 0:
         facts = {i: row for i, row in facts.items() if row["confidence"] >= min_confidence}
     ranked = _rank(core, keyword, similar, vector_share, facts, exclude, limit)
-    chosen = SearchResults(_mark(core, _load(core, ranked, facts)))
+    chosen = SearchResults(_found(core, user_id, ranked, facts))
     chosen.embed_ms = embed_ms
     chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
     chosen.semantic = used_vectors
@@ -206,8 +207,10 @@ def _similar(
     if not semantic.has_key(core.config):
         # Keyword-only: the stored vectors stay unread (and numpy unloaded); the warning is
         # for someone who has vectors this search cannot use.
-        with core.storage.lock:
-            stored = has_vectors(core.storage.hot)
+        stored = False
+        if semantic.look_for_unused_vectors(core.storage.hot):
+            with core.storage.lock:
+                stored = has_vectors(core.storage.hot)
         if stored:
             semantic.warn_no_key(core.config)
         return [], {}, 0.0, False
@@ -325,6 +328,30 @@ def _not_shadowed(hot: Any, cold_rows: list[Any], user_id: str) -> list[Any]:
         return cold_rows
     live = memory_reads.live_keys(hot, user_id, [row["key"] for row in keyed], LIVE_STATES)
     return [row for row in cold_rows if (row["namespace"], row["key"]) not in live]
+
+
+def _found(
+    core: StoreCore, user_id: str, ranked: list[Ranked], facts: dict[str, Any]
+) -> list[SearchHit]:
+    """The chosen candidates as hits, marked used. All hot and the store not buffering its
+    uses (the usual case): the rows the marking reads under its write lock are the hits' rows
+    (one read fewer: a round trip on PostgreSQL); otherwise read, then marked."""
+    if not ranked:
+        return []
+    if buffering(core.storage) is not None or any(
+        facts[r[0]]["table"] != "memories" for r in ranked
+    ):
+        return _mark(core, _load(core, ranked, facts))
+    try:
+        marked = mark_live(core, [r[0] for r in ranked], {user_id})
+    except StorageUnwritable as exc:
+        semantic.warn_once("unwritable", "search hits' use could not be recorded", cause=str(exc))
+        return _load(core, ranked, facts)
+    return [
+        SearchHit(marked[memory_id], score, similarity, keyword, confidence, recency)
+        for memory_id, score, similarity, keyword, confidence, recency in ranked
+        if memory_id in marked
+    ]
 
 
 def _mark(core: StoreCore, hits: list[SearchHit]) -> list[SearchHit]:
