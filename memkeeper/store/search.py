@@ -7,8 +7,9 @@ the user's profile (the default namespace ``""``), never anyone else's:
   own entries (:mod:`memkeeper.store.bm25`; candidates from
   :mod:`memkeeper.storage.keywords`); works offline and without a key;
 * the vector list — the ``[search] vector_candidates`` entries whose current vector is
-  most similar to the query's embedding (:mod:`memkeeper.storage.vectors`, a brute-force dot
-  product), at or above ``[search] min_similarity`` or an outlier of the user's similarities
+  most similar to the query's embedding (:mod:`memkeeper.store.vector_list`: numpy over the
+  user's vectors on SQLite, one pgvector statement on PostgreSQL), at or above ``[search]
+  min_similarity`` or an outlier of the user's similarities
   (:func:`memkeeper.store.fusion.admitted`). Without a key, without vectors, or when the
   query cannot be embedded (:mod:`memkeeper.store.semantic`), it is empty.
 
@@ -38,8 +39,7 @@ from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.keywords import small_user_rows
 from memkeeper.storage.use_buffer import buffering
-from memkeeper.storage.vectors import has_vectors, user_vectors
-from memkeeper.store import fusion, semantic
+from memkeeper.store import fusion, semantic, vector_list
 from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 from memkeeper.store.core import StoreCore
 from memkeeper.store.recall import mark_hits, mark_live, restore_found
@@ -85,8 +85,12 @@ def search(
             states=LIVE_STATES,
             columns=(*FACTS, "value"),
         )
-    similar, vector_share, embed_ms, used_vectors = _similar(
-        core, user_id, namespaces, query, wanted, every
+    entries = None
+    if every is not None:  # (id, kind, key, value) of a small user's entries, read above
+        kind_at, key_at, value_at = FACTS.index("kind"), FACTS.index("key"), len(FACTS)
+        entries = [(r[0], r[kind_at], r[key_at], r[value_at]) for r in every]
+    similar, vector_share, embed_ms, used_vectors = vector_list.similar(
+        core, user_id, namespaces, query, wanted, entries
     )
     keyword, facts = _keyword_and_facts(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
@@ -187,76 +191,6 @@ def _load(core: StoreCore, ranked: list[Ranked], facts: dict[str, Any]) -> list[
             memory = Memory.from_image(image_of(rows[memory_id]))
             hits.append(SearchHit(memory, score, similarity, keyword, confidence, recency))
     return hits
-
-
-def _similar(
-    core: StoreCore,
-    user_id: str,
-    namespaces: Sequence[str],
-    query: str,
-    kinds: Sequence[str],
-    every: list[tuple[Any, ...]] | None,
-) -> tuple[list[tuple[str, float]], dict[str, float], float, bool]:
-    """The vector list: up to ``vector_candidates`` entries most similar to ``query`` (id,
-    cosine; best first, admitted by :func:`memkeeper.store.fusion.admitted`), each one's
-    share of the list's scale ((cosine - mean) / (best - mean) over the user's vectors; none
-    under :data:`memkeeper.store.fusion.OUTLIER_MIN_ENTRIES` vectors: fused by rank), the
-    embedding's ms, and whether similarity took part (False: keyword-only). Only entries of
-    ``kinds`` are in it (a small user's ``every`` holds those alone already)."""
-    settings = core.config.search
-    if not semantic.has_key(core.config):
-        # Keyword-only: the stored vectors stay unread (and numpy unloaded); the warning is
-        # for someone who has vectors this search cannot use.
-        stored = False
-        if semantic.look_for_unused_vectors(core.storage.hot):
-            with core.storage.lock:
-                stored = has_vectors(core.storage.hot)
-        if stored:
-            semantic.warn_no_key(core.config)
-        return [], {}, 0.0, False
-    entries = None
-    if every is not None:
-        kind_at, key_at, value_at = FACTS.index("kind"), FACTS.index("key"), len(FACTS)
-        entries = [(r[0], r[kind_at], r[key_at], r[value_at]) for r in every]
-    with core.storage.lock:
-        ids, matrix = user_vectors(
-            core.storage.hot,
-            user_id=user_id,
-            namespaces=namespaces,
-            model=settings.embedding_model,
-            dims=settings.embedding_dimensions,
-            entries=entries,
-            kinds=None if every is not None else kinds,
-        )
-    if not ids:
-        return [], {}, 0.0, False
-    started = time.perf_counter()
-    vector = semantic.query_vector(core.config, query)
-    embed_ms = (time.perf_counter() - started) * 1000
-    if vector is None:
-        return [], {}, embed_ms, False
-    import numpy as np
-
-    similarities = matrix @ vector
-    mean, spread = float(similarities.mean()), float(similarities.std())
-    depth = min(settings.vector_candidates, len(ids))
-    # Ties by id (ids are sorted): the same list whatever the limit.
-    best = np.argsort(-similarities, kind="stable")[:depth]
-    chosen = similarities[best]
-    threshold = fusion.outlier_z(settings, len(ids))
-    outliers = spread >= fusion.MIN_SPREAD  # else no distribution: the floor alone
-    z = (chosen - mean) / spread if outliers else np.zeros_like(chosen)
-    keep = fusion.admitted(settings, chosen, z, threshold)
-    kept, cosines = best[keep].tolist(), chosen[keep].tolist()
-    found = [(ids[i], min(1.0, c)) for i, c in zip(kept, cosines, strict=True)]
-    share: dict[str, float] = {}
-    if len(ids) >= fusion.OUTLIER_MIN_ENTRIES:  # else no distribution: fused by rank
-        scale = float(chosen[0]) - mean
-        share = {
-            ids[i]: (c - mean) / scale if scale > 1e-9 else 1.0
-            for i, c in zip(kept, cosines, strict=True)
-        }
-    return found, share, embed_ms, True
 
 
 def _keyword_and_facts(

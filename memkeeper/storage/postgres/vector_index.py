@@ -115,3 +115,62 @@ def nearest(
         scan_settings(conn)
         rows = conn.execute(statement, params).fetchall()
     return [(memory_id, float(distance)) for memory_id, distance in rows]
+
+
+def user_similarities(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    user_id: str,
+    namespaces: Sequence[str],
+    kinds: Sequence[str],
+    states: Sequence[str],
+    model: str,
+    query: Sequence[float],
+    depth: int,
+) -> tuple[int, float, float, list[tuple[str, float]]]:
+    """Search's vector list of one user, in one statement: over the user's current vectors
+    (of this model and dimension, of entries in ``namespaces``, ``kinds`` and ``states``
+    whose text is the one embedded), how many, the mean and the (population) standard
+    deviation of their similarity to ``query`` (a unit vector: the inner product, as the
+    SQLite side's dot product), and the ``depth`` most similar, best first, ties by id.
+
+    Exact (every vector of the user compared): the same list as SQLite's numpy, up to the
+    last bits of float32 sums. The user's rows come through ``vectors_by_owner``; the
+    statistics need every one of them anyway, which an HNSW scan would not give.
+    """
+    from memkeeper.storage.postgres.vectors import TEXT_HASH_SQL, vector_literal
+
+    dims = len(query)
+    statement = sql.SQL(
+        "WITH mine AS MATERIALIZED ("
+        " SELECT v.memory_id, -(v.embedding <#> %(query)s::vector) AS similarity"
+        " FROM {vectors} AS v JOIN {memories} AS m ON m.id = v.memory_id"
+        " WHERE v.user_id = %(user)s AND v.model = %(model)s AND v.dims = %(dims)s"
+        " AND v.embedding IS NOT NULL AND m.user_id = %(user)s"
+        " AND m.namespace = ANY(%(namespaces)s) AND m.kind = ANY(%(kinds)s)"
+        " AND m.state = ANY(%(states)s) AND v.value_hash = {text_hash}),"
+        " stats AS (SELECT count(*) AS n, avg(similarity) AS mean,"
+        " stddev_pop(similarity) AS spread FROM mine)"
+        " SELECT stats.n, stats.mean, stats.spread, top.memory_id, top.similarity FROM stats"
+        " LEFT JOIN LATERAL (SELECT memory_id, similarity FROM mine"
+        ' ORDER BY similarity DESC, memory_id COLLATE "C" LIMIT %(depth)s) AS top ON true'
+    ).format(
+        vectors=sql.Identifier(schema, "vectors"),
+        memories=sql.Identifier(schema, "memories"),
+        text_hash=sql.SQL(TEXT_HASH_SQL),
+    )
+    params = {
+        "query": vector_literal(query),
+        "user": user_id,
+        "model": model,
+        "dims": dims,
+        "namespaces": list(namespaces),
+        "kinds": list(kinds),
+        "states": list(states),
+        "depth": depth,
+    }
+    rows = conn.execute(statement, params).fetchall()
+    count, mean, spread = int(rows[0][0]), float(rows[0][1] or 0.0), float(rows[0][2] or 0.0)
+    top = [(memory_id, float(s)) for _, _, _, memory_id, s in rows if memory_id is not None]
+    return count, mean, spread, top
