@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import numpy as np
+import psycopg
 import pytest
 from fake_embeddings import DIMS, FakeEmbeddings, embed_config, fake_vector
 from helpers.backends import empty_memory
@@ -137,3 +138,49 @@ def test_vectors_copied_without_their_pgvector_form_are_filled_without_embedding
     assert _raw(store, "SELECT count(*) FROM vectors WHERE embedding IS NULL") == [(0,)]
     again = store.search("alice", "weekly report as pdf")
     assert again.semantic and again[0].similarity > 0
+
+
+def test_a_large_users_nearest_come_through_the_hnsw_index_and_match_the_exact_list(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memkeeper.storage.postgres import vector_index
+
+    _fill(store)
+    for i in range(200):  # other users' rows around the same texts, in the same index
+        store.remember(f"crowd{i % 20}", f"c{i}", f"weekly report as pdf, copy {i}")
+    _index(store)
+    store.remember("alice", "k10", "changed since: its vector is stale")
+    query = np.asarray(fake_vector("weekly report as pdf"), dtype=np.float32)
+    query /= np.linalg.norm(query)
+
+    def near(namespaces: tuple[str, ...]):
+        with store.storage.lock:
+            return nearest_entries(
+                store.storage.hot,
+                user_id="alice",
+                namespaces=namespaces,
+                kinds=KINDS,
+                model=MODEL,
+                query=query.tolist(),
+                depth=8,
+            )
+
+    sent: list[str] = []
+    execute = psycopg.Connection.execute
+
+    def seen(self, query, params=None, **kw):  # type: ignore[no-untyped-def]
+        sent.append(query.as_string(self) if hasattr(query, "as_string") else str(query))
+        return execute(self, query, params, **kw)
+
+    for namespaces in [("",), ("work", "")]:
+        exact = near(namespaces)
+        sent.clear()
+        with monkeypatch.context() as patch:
+            patch.setattr(vector_index, "EXACT_UP_TO", 5)  # alice is "large" now
+            patch.setattr(psycopg.Connection, "execute", seen)
+            indexed = near(namespaces)
+        assert any("hnsw.iterative_scan" in s for s in sent)  # the index's scan ran
+        assert not any("hnsw" in s for s in sent[:1])  # (not for the exact list)
+        assert indexed.count == exact.count
+        assert [i for i, _ in indexed.top] == [i for i, _ in exact.top]
+        assert [s for _, s in indexed.top] == pytest.approx([s for _, s in exact.top])

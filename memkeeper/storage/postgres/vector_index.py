@@ -139,27 +139,22 @@ def user_similarities(
     last bits of float32 sums. The user's rows come through ``vectors_by_owner``; the
     statistics need every one of them anyway, which an HNSW scan would not give.
     """
-    from memkeeper.storage.postgres.vectors import TEXT_HASH_SQL, vector_literal
+    from memkeeper.storage.postgres.vectors import vector_literal
 
     dims = len(query)
+    names = _names(schema)
     statement = sql.SQL(
         "WITH mine AS MATERIALIZED ("
         " SELECT v.memory_id, -(v.embedding <#> %(query)s::vector) AS similarity"
         " FROM {vectors} AS v JOIN {memories} AS m ON m.id = v.memory_id"
         " WHERE v.user_id = %(user)s AND v.model = %(model)s AND v.dims = %(dims)s"
-        " AND v.embedding IS NOT NULL AND m.user_id = %(user)s"
-        " AND m.namespace = ANY(%(namespaces)s) AND m.kind = ANY(%(kinds)s)"
-        " AND m.state = ANY(%(states)s) AND v.value_hash = {text_hash}),"
+        " AND v.embedding IS NOT NULL AND {current} LIMIT %(exact)s),"
         " stats AS (SELECT count(*) AS n, avg(similarity) AS mean,"
         " stddev_pop(similarity) AS spread FROM mine)"
         " SELECT stats.n, stats.mean, stats.spread, top.memory_id, top.similarity FROM stats"
         " LEFT JOIN LATERAL (SELECT memory_id, similarity FROM mine"
         ' ORDER BY similarity DESC, memory_id COLLATE "C" LIMIT %(depth)s) AS top ON true'
-    ).format(
-        vectors=sql.Identifier(schema, "vectors"),
-        memories=sql.Identifier(schema, "memories"),
-        text_hash=sql.SQL(TEXT_HASH_SQL),
-    )
+    ).format(**names)
     params = {
         "query": vector_literal(query),
         "user": user_id,
@@ -169,8 +164,74 @@ def user_similarities(
         "kinds": list(kinds),
         "states": list(states),
         "depth": depth,
+        "exact": EXACT_UP_TO + 1,
     }
     rows = conn.execute(statement, params).fetchall()
     count, mean, spread = int(rows[0][0]), float(rows[0][1] or 0.0), float(rows[0][2] or 0.0)
     top = [(memory_id, float(s)) for _, _, _, memory_id, s in rows if memory_id is not None]
+    if count > EXACT_UP_TO:  # a large user: the statistics of a sample, the top from HNSW
+        top = _nearest_by_index(conn, names, params, model, dims)
+        count = _vector_count(conn, names, params)
     return count, mean, spread, top
+
+
+EXACT_UP_TO = 20_000
+"""Up to this many current vectors a user's vector list is exact (every vector compared,
+as SQLite's numpy does). Beyond, the most similar come from the HNSW index (an iterative,
+filtered scan) and the mean and spread from the first ``EXACT_UP_TO`` of the user's vectors
+the owner index gives: a bounded cost at any size."""
+
+_CURRENT = (
+    "m.user_id = %(user)s AND m.namespace = ANY(%(namespaces)s) AND m.kind = ANY(%(kinds)s)"
+    " AND m.state = ANY(%(states)s) AND v.value_hash = "
+)
+
+
+def _names(schema: str) -> dict[str, sql.Composable]:
+    from memkeeper.storage.postgres.vectors import TEXT_HASH_SQL
+
+    return {
+        "vectors": sql.Identifier(schema, "vectors"),
+        "memories": sql.Identifier(schema, "memories"),
+        "current": sql.SQL(_CURRENT + TEXT_HASH_SQL),
+    }
+
+
+def _nearest_by_index(
+    conn: psycopg.Connection,
+    names: dict[str, sql.Composable],
+    params: dict[str, object],
+    model: str,
+    dims: int,
+) -> list[tuple[str, float]]:
+    """The ``depth`` most similar current vectors of a large user through the HNSW index
+    of ``model`` at ``dims`` (:func:`ensure_index`): the index's nearest of the user's own
+    rows (iterative scan, so other users' rows never crowd them out), then the same filters
+    and order as the exact statement. Twice ``depth`` are taken from the index, for the
+    entries the filters drop (another namespace or kind, a stale vector)."""
+    statement = sql.SQL(
+        "WITH near AS MATERIALIZED ("
+        " SELECT memory_id FROM {vectors} WHERE model = {model} AND dims = {dims}"
+        " AND user_id = %(user)s"
+        " ORDER BY embedding::vector({dims}) <=> %(query)s::vector({dims}) LIMIT %(scan)s)"
+        " SELECT v.memory_id, -(v.embedding <#> %(query)s::vector) AS similarity"
+        " FROM near JOIN {vectors} AS v ON v.memory_id = near.memory_id"
+        " JOIN {memories} AS m ON m.id = v.memory_id WHERE {current}"
+        ' ORDER BY similarity DESC, v.memory_id COLLATE "C" LIMIT %(depth)s'
+    ).format(**names, model=sql.Literal(model), dims=sql.Literal(dims))
+    with conn.transaction():
+        scan_settings(conn)
+        rows = conn.execute(statement, {**params, "scan": 2 * int(params["depth"])}).fetchall()
+    return [(memory_id, float(similarity)) for memory_id, similarity in rows]
+
+
+def _vector_count(
+    conn: psycopg.Connection, names: dict[str, sql.Composable], params: dict[str, object]
+) -> int:
+    """How many current vectors the user has (the outlier rule's number of entries)."""
+    statement = sql.SQL(
+        "SELECT count(*) FROM {vectors} AS v JOIN {memories} AS m ON m.id = v.memory_id"
+        " WHERE v.user_id = %(user)s AND v.model = %(model)s AND v.dims = %(dims)s"
+        " AND v.embedding IS NOT NULL AND {current}"
+    ).format(**names)
+    return int(conn.execute(statement, params).fetchone()[0])
