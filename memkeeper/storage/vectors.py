@@ -162,8 +162,8 @@ def prepare_index(db: Database, *, model: str, dims: int) -> int:
     from memkeeper.storage.postgres import vectors as pg_vectors
     from memkeeper.storage.postgres.vector_index import ensure_index
 
-    with db.atomic():  # type: ignore[attr-defined]
-        ensure_index(db.raw, db.schema, model, dims)  # type: ignore[attr-defined]
+    # Outside a transaction, concurrently: writes to vectors go on while it is built.
+    ensure_index(db.raw, db.schema, model, dims, concurrently=True)  # type: ignore[attr-defined]
     return pg_vectors.fill_embeddings(db, EMBEDDINGS_FILLED_PER_RUN)
 
 

@@ -77,8 +77,20 @@ def test_the_index_job_writes_the_pgvector_form_the_owner_and_the_hnsw_index(
         as_bytes = np.frombuffer(bytes(blob), dtype="<f4")
         as_pgvector = np.array(embedding.strip("[]").split(","), dtype=np.float32)
         assert np.array_equal(as_bytes, as_pgvector)  # the same float32 numbers exactly
-    indexes = [name for (name,) in _raw(store, "SELECT indexname FROM pg_indexes")]
-    assert index_name(MODEL, DIMS) in indexes
+    valid = (
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        f" WHERE c.relname = '{index_name(MODEL, DIMS)}'"
+    )
+    assert _raw(store, valid) == [(True,)]
+    # A concurrent build interrupted (a stopped service) leaves the index invalid: the next
+    # run builds it again.
+    _raw(
+        store,
+        "UPDATE pg_index SET indisvalid = false FROM pg_class c WHERE c.oid = indexrelid"
+        f" AND c.relname = '{index_name(MODEL, DIMS)}' RETURNING 1",
+    )
+    _index(store)
+    assert _raw(store, valid) == [(True,)]
 
 
 def test_the_servers_vector_list_is_the_numpy_ranking_of_the_same_vectors(

@@ -37,18 +37,37 @@ def index_name(model: str, dims: int) -> str:
     return f"vectors_hnsw_{dims}_{digest}"
 
 
-def ensure_index(conn: psycopg.Connection, schema: str, model: str, dims: int) -> str | None:
+def ensure_index(
+    conn: psycopg.Connection, schema: str, model: str, dims: int, *, concurrently: bool = False
+) -> str | None:
     """Create the HNSW index for ``model`` at ``dims`` if missing; its name, or None when the
-    dimension is beyond what HNSW indexes. Runs in the caller's transaction."""
+    dimension is beyond what HNSW indexes. Runs in the caller's transaction; with
+    ``concurrently`` (a connection in autocommit, outside any transaction: the index job) it
+    is built without blocking writes to ``vectors`` (a forget, another batch) for the minutes
+    a million vectors take, and a build left invalid by an interruption is built again."""
     if not 0 < dims <= HNSW_MAX_DIMS:
         return None
     name = index_name(model, dims)
+    if concurrently:
+        valid = conn.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname = %s",
+            (schema, name),
+        ).fetchone()
+        if valid is not None and valid[0]:
+            return name
+        if valid is not None:  # an interrupted concurrent build: drop it, build it again
+            conn.execute(
+                sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(schema, name))
+            )
     conn.execute(
         sql.SQL(
-            "CREATE INDEX IF NOT EXISTS {name} ON {schema}.vectors USING hnsw "
+            "CREATE INDEX {how} IF NOT EXISTS {name} ON {schema}.vectors USING hnsw "
             "((embedding::vector({dims})) vector_cosine_ops) "
             "WHERE model = {model} AND dims = {dims}"
         ).format(
+            how=sql.SQL("CONCURRENTLY" if concurrently else ""),
             name=sql.Identifier(name),
             schema=sql.Identifier(schema),
             dims=sql.Literal(dims),
