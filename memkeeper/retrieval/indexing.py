@@ -34,7 +34,7 @@ from memkeeper.llm.embeddings import DimensionMismatch, Embedded, Embedder
 from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmAuthError, LlmError, LlmNotConfigured
 from memkeeper.maintenance.jobkit import JobContext, JobSkipped
-from memkeeper.storage.vectors import stale_entries, store_vectors, text_hash
+from memkeeper.storage.vectors import prepare_index, stale_entries, store_vectors, text_hash
 from memkeeper.store.semantic import embeddings_llm, shared_embedder
 
 MAX_TEXT_CHARS = 4000
@@ -108,6 +108,10 @@ def index_stale(ctx: JobContext) -> None:
     ctx.stats.update(_new_stats(settings))
     most = settings.batch * settings.max_calls  # what this run's call budget can embed
     with storage.lock:
+        if not ctx.dry_run:  # PostgreSQL: the HNSW index, and pgvector forms still missing
+            filled = prepare_index(storage.hot, model=settings.model, dims=settings.dimensions)
+            if filled:
+                ctx.stats["embeddings_filled"] = filled
         stale = stale_entries(
             storage.hot, model=settings.model, dims=settings.dimensions, limit=most + 1
         )

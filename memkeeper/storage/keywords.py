@@ -37,7 +37,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from memkeeper.storage.postgres.keywords import is_postgres, like_operator, trigram_rows
+from memkeeper.storage.postgres.keywords import (
+    is_postgres,
+    like_operator,
+    ordered_rows,
+    trigram_rows,
+)
 from memkeeper.storage.sqlite.connection import Database
 from memkeeper.storage.transaction import immediate_transaction
 
@@ -195,10 +200,11 @@ def small_user_rows(
     if selection is None:
         return []
     where, params = selection
-    rows = db.conn.execute(
-        f"SELECT {', '.join(f'm.{c}' for c in columns)} FROM {table} AS m WHERE {where} LIMIT ?",
-        [*params, SCAN_BELOW_ROWS],
-    ).fetchall()
+    names = ", ".join(f"m.{c}" for c in columns)
+    select = f"SELECT {names} FROM {table} AS m WHERE {where} LIMIT ?"
+    if is_postgres(db):  # in rowid order, as SQLite reads them (the postings' cache key)
+        select = ordered_rows(table, where, columns)
+    rows = db.conn.execute(select, [*params, SCAN_BELOW_ROWS]).fetchall()
     return None if len(rows) >= SCAN_BELOW_ROWS else rows
 
 

@@ -136,14 +136,35 @@ def store_vectors(db: Database, rows: Iterable[VectorRow]) -> int:
         # which is how the merge job finds vectors written since its last run.
         if getattr(db, "dialect", "sqlite") == "postgres":
             # An identity rowid is never reused: the batch in two statements (each a round
-            # trip), not two per vector.
+            # trip), not two per vector; the pgvector form and the owner written beside.
+            from memkeeper.storage.postgres import vectors as pg_vectors
+
             db.conn.executemany("DELETE FROM vectors WHERE memory_id = ?", [v[:1] for v in values])
-            return int(db.conn.executemany(insert, values).rowcount)
+            rows = pg_vectors.insert_values(values)
+            return int(db.conn.executemany(pg_vectors.INSERT, rows).rowcount)
         written = 0
         for value in values:  # one by one: SQLite gives a deleted highest rowid out again
             db.conn.execute("DELETE FROM vectors WHERE memory_id = ?", (value[0],))
             written += db.conn.execute(insert, value).rowcount
     return written
+
+
+EMBEDDINGS_FILLED_PER_RUN = 20_000
+"""Vectors given their pgvector form per index run on PostgreSQL (:func:`prepare_index`)."""
+
+
+def prepare_index(db: Database, *, model: str, dims: int) -> int:
+    """Before the index job embeds: on PostgreSQL, the HNSW index of ``model`` at ``dims``
+    (created once) and the pgvector form of vectors written without it (``migrate-to``);
+    how many were filled. Nothing on SQLite. The caller holds the storage lock."""
+    if getattr(db, "dialect", "sqlite") != "postgres":
+        return 0
+    from memkeeper.storage.postgres import vectors as pg_vectors
+    from memkeeper.storage.postgres.vector_index import ensure_index
+
+    # Outside a transaction, concurrently: writes to vectors go on while it is built.
+    ensure_index(db.raw, db.schema, model, dims, concurrently=True)  # type: ignore[attr-defined]
+    return pg_vectors.fill_embeddings(db, EMBEDDINGS_FILLED_PER_RUN)
 
 
 def has_vectors(db: Database) -> bool:

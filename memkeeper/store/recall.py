@@ -119,8 +119,18 @@ def mark_hits(
             may_write()
     if not ids:
         return marked
+    marked.update(mark_live(core, ids, {memory.user_id for memory in memories}, by=by))
+    return marked
+
+
+def mark_live(
+    core: StoreCore, ids: Sequence[str], users: set[str], *, by: str = "search"
+) -> dict[str, Memory]:
+    """Mark the live hot entries among ``ids`` (of ``users``) used in one write transaction,
+    as :func:`mark_found` does, without buffering; each one's Memory as marked, from the
+    row read under the write lock (search builds its hits from them: no read before)."""
+    marked: dict[str, Memory] = {}
     storage = core.storage
-    users = {memory.user_id for memory in memories}
     with write_transaction(storage, users=users):
         now = core.now()
         images = [image_of(row) for row in memory_reads.live_by_ids(storage.hot, ids)]

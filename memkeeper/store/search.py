@@ -7,8 +7,9 @@ the user's profile (the default namespace ``""``), never anyone else's:
   own entries (:mod:`memkeeper.store.bm25`; candidates from
   :mod:`memkeeper.storage.keywords`); works offline and without a key;
 * the vector list — the ``[search] vector_candidates`` entries whose current vector is
-  most similar to the query's embedding (:mod:`memkeeper.storage.vectors`, a brute-force dot
-  product), at or above ``[search] min_similarity`` or an outlier of the user's similarities
+  most similar to the query's embedding (:mod:`memkeeper.store.vector_list`: numpy over the
+  user's vectors on SQLite, one pgvector statement on PostgreSQL), at or above ``[search]
+  min_similarity`` or an outlier of the user's similarities
   (:func:`memkeeper.store.fusion.admitted`). Without a key, without vectors, or when the
   query cannot be embedded (:mod:`memkeeper.store.semantic`), it is empty.
 
@@ -37,11 +38,11 @@ from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResul
 from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.keywords import small_user_rows
-from memkeeper.storage.vectors import has_vectors, user_vectors
-from memkeeper.store import fusion, semantic
+from memkeeper.storage.use_buffer import buffering
+from memkeeper.store import fusion, semantic, vector_list
 from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 from memkeeper.store.core import StoreCore
-from memkeeper.store.recall import mark_hits, restore_found
+from memkeeper.store.recall import mark_hits, mark_live, restore_found
 
 log = logs.get_logger("memkeeper.search")
 
@@ -84,8 +85,12 @@ def search(
             states=LIVE_STATES,
             columns=(*FACTS, "value"),
         )
-    similar, vector_share, embed_ms, used_vectors = _similar(
-        core, user_id, namespaces, query, wanted, every
+    entries = None
+    if every is not None:  # (id, kind, key, value) of a small user's entries, read above
+        kind_at, key_at, value_at = FACTS.index("kind"), FACTS.index("key"), len(FACTS)
+        entries = [(r[0], r[kind_at], r[key_at], r[value_at]) for r in every]
+    similar, vector_share, embed_ms, used_vectors = vector_list.similar(
+        core, user_id, namespaces, query, wanted, entries
     )
     keyword, facts = _keyword_and_facts(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
@@ -93,7 +98,7 @@ def search(
     if min_confidence > 0:
         facts = {i: row for i, row in facts.items() if row["confidence"] >= min_confidence}
     ranked = _rank(core, keyword, similar, vector_share, facts, exclude, limit)
-    chosen = SearchResults(_mark(core, _load(core, ranked, facts)))
+    chosen = SearchResults(_found(core, user_id, ranked, facts))
     chosen.embed_ms = embed_ms
     chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
     chosen.semantic = used_vectors
@@ -188,74 +193,6 @@ def _load(core: StoreCore, ranked: list[Ranked], facts: dict[str, Any]) -> list[
     return hits
 
 
-def _similar(
-    core: StoreCore,
-    user_id: str,
-    namespaces: Sequence[str],
-    query: str,
-    kinds: Sequence[str],
-    every: list[tuple[Any, ...]] | None,
-) -> tuple[list[tuple[str, float]], dict[str, float], float, bool]:
-    """The vector list: up to ``vector_candidates`` entries most similar to ``query`` (id,
-    cosine; best first, admitted by :func:`memkeeper.store.fusion.admitted`), each one's
-    share of the list's scale ((cosine - mean) / (best - mean) over the user's vectors; none
-    under :data:`memkeeper.store.fusion.OUTLIER_MIN_ENTRIES` vectors: fused by rank), the
-    embedding's ms, and whether similarity took part (False: keyword-only). Only entries of
-    ``kinds`` are in it (a small user's ``every`` holds those alone already)."""
-    settings = core.config.search
-    if not semantic.has_key(core.config):
-        # Keyword-only: the stored vectors stay unread (and numpy unloaded); the warning is
-        # for someone who has vectors this search cannot use.
-        with core.storage.lock:
-            stored = has_vectors(core.storage.hot)
-        if stored:
-            semantic.warn_no_key(core.config)
-        return [], {}, 0.0, False
-    entries = None
-    if every is not None:
-        kind_at, key_at, value_at = FACTS.index("kind"), FACTS.index("key"), len(FACTS)
-        entries = [(r[0], r[kind_at], r[key_at], r[value_at]) for r in every]
-    with core.storage.lock:
-        ids, matrix = user_vectors(
-            core.storage.hot,
-            user_id=user_id,
-            namespaces=namespaces,
-            model=settings.embedding_model,
-            dims=settings.embedding_dimensions,
-            entries=entries,
-            kinds=None if every is not None else kinds,
-        )
-    if not ids:
-        return [], {}, 0.0, False
-    started = time.perf_counter()
-    vector = semantic.query_vector(core.config, query)
-    embed_ms = (time.perf_counter() - started) * 1000
-    if vector is None:
-        return [], {}, embed_ms, False
-    import numpy as np
-
-    similarities = matrix @ vector
-    mean, spread = float(similarities.mean()), float(similarities.std())
-    depth = min(settings.vector_candidates, len(ids))
-    # Ties by id (ids are sorted): the same list whatever the limit.
-    best = np.argsort(-similarities, kind="stable")[:depth]
-    chosen = similarities[best]
-    threshold = fusion.outlier_z(settings, len(ids))
-    outliers = spread >= fusion.MIN_SPREAD  # else no distribution: the floor alone
-    z = (chosen - mean) / spread if outliers else np.zeros_like(chosen)
-    keep = fusion.admitted(settings, chosen, z, threshold)
-    kept, cosines = best[keep].tolist(), chosen[keep].tolist()
-    found = [(ids[i], min(1.0, c)) for i, c in zip(kept, cosines, strict=True)]
-    share: dict[str, float] = {}
-    if len(ids) >= fusion.OUTLIER_MIN_ENTRIES:  # else no distribution: fused by rank
-        scale = float(chosen[0]) - mean
-        share = {
-            ids[i]: (c - mean) / scale if scale > 1e-9 else 1.0
-            for i, c in zip(kept, cosines, strict=True)
-        }
-    return found, share, embed_ms, True
-
-
 def _keyword_and_facts(
     core: StoreCore,
     user_id: str,
@@ -325,6 +262,30 @@ def _not_shadowed(hot: Any, cold_rows: list[Any], user_id: str) -> list[Any]:
         return cold_rows
     live = memory_reads.live_keys(hot, user_id, [row["key"] for row in keyed], LIVE_STATES)
     return [row for row in cold_rows if (row["namespace"], row["key"]) not in live]
+
+
+def _found(
+    core: StoreCore, user_id: str, ranked: list[Ranked], facts: dict[str, Any]
+) -> list[SearchHit]:
+    """The chosen candidates as hits, marked used. All hot and the store not buffering its
+    uses (the usual case): the rows the marking reads under its write lock are the hits' rows
+    (one read fewer: a round trip on PostgreSQL); otherwise read, then marked."""
+    if not ranked:
+        return []
+    if buffering(core.storage) is not None or any(
+        facts[r[0]]["table"] != "memories" for r in ranked
+    ):
+        return _mark(core, _load(core, ranked, facts))
+    try:
+        marked = mark_live(core, [r[0] for r in ranked], {user_id})
+    except StorageUnwritable as exc:
+        semantic.warn_once("unwritable", "search hits' use could not be recorded", cause=str(exc))
+        return _load(core, ranked, facts)
+    return [
+        SearchHit(marked[memory_id], score, similarity, keyword, confidence, recency)
+        for memory_id, score, similarity, keyword, confidence, recency in ranked
+        if memory_id in marked
+    ]
 
 
 def _mark(core: StoreCore, hits: list[SearchHit]) -> list[SearchHit]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -60,6 +62,7 @@ def reset() -> None:
     with _lock:
         _cache.clear()
         _warned.clear()
+        _looked.clear()
         embedders = list(_embedders.values())
         _embedders.clear()
     for embedder in embedders:
@@ -102,6 +105,28 @@ def has_key(config: Config) -> bool:
         read_api_key(embeddings_llm(config))
     except LlmNotConfigured:
         return False
+    return True
+
+
+VECTOR_LOOK_SECONDS = 60.0
+"""How often a keyword-only search looks (per open database) for stored vectors it cannot
+use, until it has warned: a round trip of every search otherwise (on PostgreSQL one of the
+few of a small user's search)."""
+
+_looked: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def look_for_unused_vectors(db: Any) -> bool:
+    """Whether a keyword-only search should look for stored vectors in ``db`` now: never once
+    the warning was given, else at most every :data:`VECTOR_LOOK_SECONDS`."""
+    now = time.monotonic()
+    with _lock:
+        if "no key" in _warned:
+            return False
+        last = _looked.get(db)
+        if last is not None and now - last < VECTOR_LOOK_SECONDS:
+            return False
+        _looked[db] = now
     return True
 
 

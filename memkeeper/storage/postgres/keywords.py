@@ -36,6 +36,23 @@ def like_operator(db: Any) -> str:
     return "ILIKE" if is_postgres(db) else "LIKE"
 
 
+def ordered_rows(table: str, where: str, columns: Sequence[str]) -> str:
+    """The statement of a small user's rows (``where``, then ``LIMIT ?``) in rowid order.
+
+    SQLite reads them through its owner index in rowid order, whatever was written since;
+    PostgreSQL returns equal index keys in the order of their tuples, which every update of
+    an entry (a search marking its hits used) moves. Search keeps a small user's keyword
+    postings by the exact sequence of its rows (:mod:`memkeeper.store.bm25_index`), so an
+    order that changes with each search rebuilt them every time (3 ms of a search of 500
+    entries). The ``LIMIT`` stays inside: at most that many rows are sorted."""
+    inner = ", ".join(f"m.{c}" for c in columns)
+    outer = ", ".join(f"s.{c}" for c in columns)
+    return (
+        f"SELECT {outer} FROM (SELECT m.rowid AS sort_rowid, {inner} FROM {table} AS m"
+        f" WHERE {where} LIMIT ?) AS s ORDER BY s.sort_rowid"
+    )
+
+
 def trigram_rows(
     db: Any,
     table: str,

@@ -43,3 +43,51 @@ def stale_entries(
         [*states, model, dims, limit],
     ).fetchall()
     return [(row[0], row[1], row[2], row[3]) for row in rows]
+
+
+def vector_literal(values: Sequence[float]) -> str:
+    """A vector as pgvector's text, each float32 number exactly (its shortest repr)."""
+    return "[" + ",".join(repr(float(x)) for x in values) + "]"
+
+
+def blob_literal(blob: bytes) -> str:
+    """Stored float32 bytes (little-endian) as pgvector's text, the same numbers."""
+    import numpy as np
+
+    return vector_literal(np.frombuffer(blob, dtype="<f4").tolist())
+
+
+INSERT = (
+    "INSERT INTO vectors (memory_id, model, dims, value_hash, vector, embedding, user_id,"
+    " namespace) SELECT ?, ?, ?, ?, ?, CAST(? AS vector), m.user_id, m.namespace"
+    " FROM memories AS m WHERE m.id = ?"
+)
+"""A vector written beside its pgvector form and its entry's owner (the search filter);
+nothing when the entry no longer exists."""
+
+
+def insert_values(values: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """:data:`INSERT`'s parameters of ``(memory_id, model, dims, value_hash, blob, id)``."""
+    return [(*value[:5], blob_literal(value[4]), value[5]) for value in values]
+
+
+def fill_embeddings(db: Any, limit: int) -> int:
+    """Give up to ``limit`` vectors written without their pgvector form (by ``migrate-to``,
+    which copies the float32 bytes only) that form and their entry's owner, from their own
+    bytes: no embedding call. Returns how many; the index job calls it each run."""
+    rows = db.conn.execute(
+        "SELECT memory_id, vector FROM vectors WHERE embedding IS NULL AND vector IS NOT NULL"
+        " ORDER BY rowid LIMIT ?",
+        [limit],
+    ).fetchall()
+    if not rows:
+        return 0
+    with db.write_transaction():
+        db.conn.executemany(
+            "UPDATE vectors SET embedding = CAST(? AS vector),"
+            " user_id = coalesce(user_id, (SELECT user_id FROM memories WHERE id = ?)),"
+            " namespace = coalesce(namespace, (SELECT namespace FROM memories WHERE id = ?))"
+            " WHERE memory_id = ? AND embedding IS NULL",
+            [(blob_literal(bytes(blob)), i, i, i) for i, blob in rows],
+        )
+    return len(rows)

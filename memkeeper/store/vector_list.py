@@ -1,0 +1,143 @@
+"""Search's vector list: the user's entries most similar to the query, calibrated.
+
+The ``[search] vector_candidates`` entries whose current vector is most similar to the query's
+embedding, at or above ``[search] min_similarity`` or an outlier of the user's similarities
+(:func:`memkeeper.store.fusion.admitted`), each with its share of the list's scale. Where the
+similarities come from depends on the backend, what is done with them does not
+(:func:`_vector_list`, the same code on both):
+
+* SQLite: the user's current vectors read (:func:`memkeeper.storage.vectors.user_vectors`,
+  kept per process) and compared with numpy, a brute-force dot product;
+* PostgreSQL: one pgvector statement over the same vectors on the server
+  (:func:`memkeeper.storage.nearest.nearest_entries`): how many, the mean and spread of their
+  similarities, the most similar — no vector travels to the client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from memkeeper.storage.nearest import nearest_entries, ranks_in_database, user_has_vectors
+from memkeeper.storage.vectors import has_vectors, user_vectors
+from memkeeper.store import fusion, semantic
+from memkeeper.store.core import StoreCore
+
+
+def similar(
+    core: StoreCore,
+    user_id: str,
+    namespaces: Sequence[str],
+    query: str,
+    kinds: Sequence[str],
+    entries: list[tuple[str, str, str | None, str]] | None,
+) -> tuple[list[tuple[str, float]], dict[str, float], float, bool]:
+    """The vector list: up to ``vector_candidates`` entries most similar to ``query`` (id,
+    cosine; best first, admitted by :func:`memkeeper.store.fusion.admitted`), each one's
+    share of the list's scale ((cosine - mean) / (best - mean) over the user's vectors; none
+    under :data:`memkeeper.store.fusion.OUTLIER_MIN_ENTRIES` vectors: fused by rank), the
+    embedding's ms, and whether similarity took part (False: keyword-only). Only entries of
+    ``kinds`` are in it (a small user's ``entries``, when given, hold those alone already)."""
+    settings = core.config.search
+    if not semantic.has_key(core.config):
+        # Keyword-only: the stored vectors stay unread (and numpy unloaded); the warning is
+        # for someone who has vectors this search cannot use.
+        stored = False
+        if semantic.look_for_unused_vectors(core.storage.hot):
+            with core.storage.lock:
+                stored = has_vectors(core.storage.hot)
+        if stored:
+            semantic.warn_no_key(core.config)
+        return [], {}, 0.0, False
+    if ranks_in_database(core.storage.hot):  # PostgreSQL: the vector list from pgvector
+        return _similar_in_database(core, user_id, namespaces, query, kinds)
+    with core.storage.lock:
+        ids, matrix = user_vectors(
+            core.storage.hot,
+            user_id=user_id,
+            namespaces=namespaces,
+            model=settings.embedding_model,
+            dims=settings.embedding_dimensions,
+            entries=entries,
+            kinds=None if entries is not None else kinds,
+        )
+    if not ids:
+        return [], {}, 0.0, False
+    started = time.perf_counter()
+    vector = semantic.query_vector(core.config, query)
+    embed_ms = (time.perf_counter() - started) * 1000
+    if vector is None:
+        return [], {}, embed_ms, False
+    import numpy as np
+
+    similarities = matrix @ vector
+    mean, spread = float(similarities.mean()), float(similarities.std())
+    depth = min(settings.vector_candidates, len(ids))
+    # Ties by id (ids are sorted): the same list whatever the limit.
+    best = np.argsort(-similarities, kind="stable")[:depth]
+    top = [ids[i] for i in best.tolist()]
+    found, share = _vector_list(core, top, similarities[best], len(ids), mean, spread)
+    return found, share, embed_ms, True
+
+
+def _similar_in_database(
+    core: StoreCore, user_id: str, namespaces: Sequence[str], query: str, kinds: Sequence[str]
+) -> tuple[list[tuple[str, float]], dict[str, float], float, bool]:
+    """:func:`_similar` with the vector list computed by the database (PostgreSQL: the
+    same selection, statistics and order as the numpy ranking, in one statement)."""
+    settings = core.config.search
+    model, dims = settings.embedding_model, settings.embedding_dimensions
+    storage = core.storage
+    with storage.lock:
+        if not user_has_vectors(storage.hot, user_id=user_id, model=model, dims=dims):
+            return [], {}, 0.0, False
+    started = time.perf_counter()
+    vector = semantic.query_vector(core.config, query)
+    embed_ms = (time.perf_counter() - started) * 1000
+    if vector is None:
+        return [], {}, embed_ms, False
+    with storage.lock:
+        near = nearest_entries(
+            storage.hot,
+            user_id=user_id,
+            namespaces=namespaces,
+            kinds=kinds,
+            model=model,
+            query=vector.tolist(),
+            depth=settings.vector_candidates,
+        )
+    if not near.count:
+        return [], {}, embed_ms, False
+    import numpy as np
+
+    top = [memory_id for memory_id, _ in near.top]
+    chosen = np.array([similarity for _, similarity in near.top], dtype=np.float64)
+    found, share = _vector_list(core, top, chosen, near.count, near.mean, near.spread)
+    return found, share, embed_ms, True
+
+
+def _vector_list(
+    core: StoreCore, top: list[str], chosen: Any, count: int, mean: float, spread: float
+) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    """The vector list from the ``top`` ids (best first) with their similarities ``chosen``
+    (a numpy array) among the user's ``count`` vectors of similarities ``mean`` and
+    ``spread``: the admitted ones (id, cosine), and each one's share of the list's scale."""
+    import numpy as np
+
+    settings = core.config.search
+    threshold = fusion.outlier_z(settings, count)
+    outliers = spread >= fusion.MIN_SPREAD  # else no distribution: the floor alone
+    z = (chosen - mean) / spread if outliers else np.zeros_like(chosen)
+    keep = fusion.admitted(settings, chosen, z, threshold)
+    kept = np.flatnonzero(keep).tolist()
+    cosines = chosen[keep].tolist()
+    found = [(top[i], min(1.0, c)) for i, c in zip(kept, cosines, strict=True)]
+    share: dict[str, float] = {}
+    if count >= fusion.OUTLIER_MIN_ENTRIES and len(top):  # else no distribution: by rank
+        scale = float(chosen[0]) - mean
+        share = {
+            top[i]: (c - mean) / scale if scale > 1e-9 else 1.0
+            for i, c in zip(kept, cosines, strict=True)
+        }
+    return found, share

@@ -1,0 +1,148 @@
+"""What a search of a small user costs the database, on both backends (issue 22, Figures).
+
+On PostgreSQL every statement is a round trip to the server, so a search of a user with a
+few hundred entries is kept to: the user's rows (one read), then the use-marking's write
+transaction, whose read under the write lock gives the hits' rows. The user's rows come in
+the same order as SQLite gives them whatever was written since, so the BM25 postings kept
+for them (:mod:`memkeeper.store.bm25_index`) are reused, not rebuilt after every search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+from helpers.databases import raw_rows
+from helpers.logs import capture_logs
+
+from memkeeper import MemoryStore
+from memkeeper.storage import keywords
+from memkeeper.store import bm25_index, semantic
+from memkeeper.store.search import FACTS, LIVE_STATES
+
+pytestmark = pytest.mark.both_backends
+
+NO_KEY = "search is keyword-only: no API key for embeddings"
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("ZHIPUAI_API_KEY", raising=False)
+    monkeypatch.delenv("ZAI_API_KEY", raising=False)
+    semantic.reset()
+    yield
+    semantic.reset()
+
+
+def _fill(store: MemoryStore, n: int = 40) -> None:
+    words = ["report", "pdf", "budget", "meeting", "river", "tea", "logo", "invoice"]
+    for i in range(n):
+        text = " ".join(words[(i * k) % len(words)] for k in (1, 3, 5)) + f" #{i}"
+        store.remember("alice", f"k{i}", text)
+
+
+def _rows(store: MemoryStore) -> list[str]:
+    with store.storage.lock:
+        found = keywords.small_user_rows(
+            store.storage.hot,
+            table="memories",
+            user_id="alice",
+            namespaces=("",),
+            kinds=None,
+            states=LIVE_STATES,
+            columns=(*FACTS, "value"),
+        )
+    assert found is not None
+    return [row[0] for row in found]
+
+
+def test_a_small_users_rows_keep_their_order_while_searches_mark_hits(
+    store: MemoryStore, db_path: Path | str
+) -> None:
+    _fill(store)
+    before = _rows(store)
+    for query in ("report pdf", "budget", "river tea", "logo invoice"):
+        assert store.search("alice", query, limit=5)  # each marks its hits used (updates)
+    by_rowid = [r["id"] for r in raw_rows(db_path, "memories")]  # in rowid order
+    assert _rows(store) == before == by_rowid
+
+
+def test_a_small_users_postings_are_reused_between_searches(store: MemoryStore) -> None:
+    _fill(store)
+    store.search("alice", "report")
+    kept = list(bm25_index._kept.values())
+    for query in ("pdf budget", "river", "meeting tea", "logo"):
+        assert store.search("alice", query, limit=5)
+    assert list(bm25_index._kept.values()) == kept  # the same index object, not rebuilt
+
+
+@contextmanager
+def _statements() -> Iterator[list[str]]:
+    """Every statement sent to PostgreSQL meanwhile (psycopg's own calls, counted)."""
+    sent: list[str] = []
+    execute, executemany = psycopg.Connection.execute, psycopg.Cursor.executemany
+
+    def counted_execute(self, query, params=None, **kw):  # type: ignore[no-untyped-def]
+        sent.append(str(query))
+        return execute(self, query, params, **kw)
+
+    def counted_many(self, query, params_seq, **kw):  # type: ignore[no-untyped-def]
+        sent.append(("pipelined " if self.connection._pipeline else "") + str(query))
+        return executemany(self, query, params_seq, **kw)
+
+    psycopg.Connection.execute = counted_execute  # type: ignore[method-assign]
+    psycopg.Cursor.executemany = counted_many  # type: ignore[method-assign]
+    try:
+        yield sent
+    finally:
+        psycopg.Connection.execute = execute  # type: ignore[method-assign]
+        psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
+
+
+def test_a_keyword_search_of_a_small_user_takes_four_statements_and_one_pipeline(
+    store: MemoryStore, backend: str
+) -> None:
+    if backend != "postgres":
+        pytest.skip("round trips are PostgreSQL's")
+    _fill(store)
+    store.search("alice", "report")  # the first one also looks for unusable vectors
+    with _statements() as sent:
+        hits = store.search("alice", "pdf budget", limit=3)
+    assert len(hits) == 3 and all(hit.memory.access_count == 1 for hit in hits)
+    plain = [s for s in sent if not s.startswith("pipelined ")]
+    # The user's rows; BEGIN with the write locks; the hits' rows under them; COMMIT.
+    assert len(plain) == 4, sent
+    assert plain[0].startswith("SELECT") and plain[1].startswith("BEGIN")
+    assert plain[2].startswith("SELECT * FROM memories") and plain[3] == "COMMIT"
+    assert len(sent) - len(plain) == 2  # the uses' UPDATE and upsert: one round trip
+
+
+def test_stored_vectors_without_a_key_are_still_warned_about_once_looked_for(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fake_embeddings import DIMS, fake_vector
+
+    from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
+
+    _fill(store, 5)
+    with capture_logs() as lines:
+        store.search("alice", "report")  # no vectors: quiet
+    assert NO_KEY not in [line["event"] for line in lines]
+    rows = [
+        (m.id, "embedding-3", DIMS, text_hash(t), fake_vector(t))
+        for m in store.list_memories()
+        if (t := embedding_text(m.kind, m.key, m.value))
+    ]
+    with store.storage.lock:
+        store_vectors(store.storage.hot, rows)
+    with capture_logs() as lines:
+        store.search("alice", "report")  # looked for a moment ago: not again yet
+    assert NO_KEY not in [line["event"] for line in lines]
+    monkeypatch.setattr(semantic, "VECTOR_LOOK_SECONDS", 0.0)
+    with capture_logs() as lines:
+        store.search("alice", "report")
+        store.search("alice", "pdf")
+    assert [line["event"] for line in lines].count(NO_KEY) == 1
