@@ -40,6 +40,7 @@ from typing import Any
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage.batches import delete_in
 from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.transition_writes import one_round_trip
 from memkeeper.storage.transitions import Image, used_image
 
 _UPSERT_MANY = (
