@@ -152,7 +152,11 @@ def _pg_rows(url: str, table: str) -> list[dict[str, Any]]:
         ]
         order = _PG_ORDER.get(table) or ("rowid" if "rowid" in names else "id")
         rows = conn.execute(f"SELECT * FROM memkeeper.{table} ORDER BY {order}").fetchall()
-    dropped = (*_PG_ONLY_COLUMNS, *(("user_id", "namespace") if table == "vectors" else ()))
+    dropped = (
+        *_PG_ONLY_COLUMNS,
+        *(("user_id", "namespace") if table == "vectors" else ()),
+        *(("host",) if table == "job_runs" else ()),  # the fleet's: which host ran it
+    )
     return [{k: v for k, v in row.items() if k not in dropped} for row in rows]
 
 

@@ -35,6 +35,11 @@ FULL_TEXT = {
 def _full_text(db, user: str, query: str, how: str) -> list[tuple[str, str | None, str]]:
     words = [w for w in re.findall(r"\w+", query) if w.isascii()]
     argument = query if how == "websearch" else " | ".join(words) or "nothing"
+    with db.lease:  # the pooled store's connection of this thread
+        return _full_text_rows(db, user, argument, how)
+
+
+def _full_text_rows(db, user: str, argument: str, how: str) -> list[tuple[str, str | None, str]]:
     rows = db.raw.execute(
         "SELECT id, key, value FROM memories WHERE user_id = %s AND state = ANY(%s)"
         f" AND to_tsvector('english', coalesce(key, '') || ' ' || value) @@ {FULL_TEXT[how]}",

@@ -23,8 +23,13 @@ from memkeeper.storage.transitions import Transition, apply, with_changes
 
 
 def _round_trips(store: MemoryStore, work: Callable[[], Any]) -> tuple[int, Any]:
-    """How many times ``work`` waited for the server on ``store``'s connection, and its result."""
-    pgconn = store.storage.hot.raw.pgconn
+    """How many times ``work`` waited for the server on ``store``'s connection, and its result
+    (under one lease, so every statement of ``work`` runs on the connection traced)."""
+    with store.storage.lock:
+        return _traced(store.storage.hot.raw.pgconn, work)
+
+
+def _traced(pgconn: Any, work: Callable[[], Any]) -> tuple[int, Any]:
     with tempfile.TemporaryFile("w+") as trace:
         pgconn.trace(trace.fileno())
         pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
@@ -81,9 +86,10 @@ def test_a_tried_batch_still_leaves_the_user_an_agent_is_writing(two_stores) -> 
 def test_a_jobs_start_and_end_never_wait_for_an_agents_write(two_stores) -> None:
     job, agent = two_stores
     job.remember("ann", "city", "Oslo")
-    job.storage.hot.raw.execute("SET lock_timeout = '3s'")  # waiting would fail the run
-    with write_transaction(agent.storage, users=["ann"]):
+    with job.storage.lock, write_transaction(agent.storage, users=["ann"]):
+        job.storage.hot.raw.execute("SET lock_timeout = '3s'")  # waiting would fail the run
         result = run_job(job, "settle", now=system_now(), lock_wait_seconds=0)
+        job.storage.hot.raw.execute("RESET lock_timeout")
     assert result.status == "ok"
     assert [run.status for run in job.job_runs(job="settle")] == ["ok"]
 
@@ -143,7 +149,8 @@ def test_a_jobs_batch_moves_the_trigram_pending_list_in_small_steps(two_stores, 
     monkeypatch.setattr(transitions, "step_hook", look)
     apply(job.storage, batch, actor="job", now=system_now(), run_id="r")
     assert seen == [f"{JOB_PENDING_LIST_KB // 1024}MB"]
-    limit = job.storage.hot.raw.execute("SHOW gin_pending_list_limit").fetchone()[0]
+    with job.storage.lock:
+        limit = job.storage.hot.raw.execute("SHOW gin_pending_list_limit").fetchone()[0]
     assert limit == "4MB"  # the transaction's own: the connection keeps the server's
 
 

@@ -109,6 +109,10 @@ def limit_idle_transactions(db: Any, seconds: float | None) -> None:
     """``idle_in_transaction_session_timeout`` of the store's session while it runs a job
     (None: the server's default again). A failure here never stops the job."""
     value = "0" if seconds is None else str(int(seconds * 1000))
+    per_thread = getattr(db, "thread_setting", None)
+    if per_thread is not None:  # a pooled store: this thread's connections only
+        per_thread("idle_in_transaction_session_timeout", None if seconds is None else value)
+        return
     try:
         db.execute("SELECT set_config('idle_in_transaction_session_timeout', ?, false)", [value])
     except Exception as exc:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from memkeeper.logs import get_logger
 from memkeeper.storage.postgres.database import PostgresDatabase
@@ -95,7 +96,40 @@ class ConnectionLease:
         raw = self.pool.getconn()
         held = _Held(PostgresDatabase(raw, self.schema, where=self.where), raw)
         held.db.conn.opener = lambda: self._replace(held)
+        held.db.fence = self._check_fence
+        settings = getattr(self._local, "settings", None)
+        if settings:
+            _apply(held.db, settings)
         return held
+
+    # A job's fence and session settings belong to the thread that holds the job lock: every
+    # lease that thread takes (each may get another pooled connection) carries them, and
+    # the other threads' (agents' on the same store) never do.
+
+    def _check_fence(self, conn: Any) -> None:
+        fence = getattr(self._local, "fence", None)
+        if fence is not None:
+            fence(conn)
+
+    @property
+    def thread_fence(self) -> Callable[[Any], None] | None:
+        """The check every commit of this thread runs (a job's lock epochs), or None."""
+        return getattr(self._local, "fence", None)
+
+    @thread_fence.setter
+    def thread_fence(self, fence: Callable[[Any], None] | None) -> None:
+        self._local.fence = fence
+
+    def thread_setting(self, name: str, value: str | None) -> None:
+        """A session setting for this thread's connections (None: the server's default),
+        on the one leased now and on each it borrows later; reset when given back."""
+        settings: dict[str, str | None] = self._local.__dict__.setdefault("settings", {})
+        settings[name] = value
+        db = self.current()
+        if db is not None:
+            _apply(db, {name: value})
+        if value is None:
+            settings.pop(name, None)
 
     def _replace(self, held: _Held) -> psycopg.Connection:
         """A new connection for the rest of ``held``'s lease (its own one died)."""
@@ -114,6 +148,9 @@ class ConnectionLease:
             with contextlib.suppress(psycopg.Error):
                 raw.rollback()
         held.db.scope = None
+        settings = getattr(self._local, "settings", None)
+        if settings and not raw.broken:  # the next borrower is another thread
+            _apply(held.db, dict.fromkeys(settings))
         if held.borrowed is raw:
             self.pool.putconn(raw)
         else:  # a direct connection that replaced a dead one
@@ -130,6 +167,18 @@ class ConnectionLease:
             "in_use": opened - stats.get("pool_available", 0),
             "waiting": stats.get("requests_waiting", 0),
         }
+
+
+def _apply(db: PostgresDatabase, settings: dict[str, str | None]) -> None:
+    """Set (or, for None, reset) session settings on a leased connection, best effort."""
+    for name, value in settings.items():
+        try:
+            if value is None:
+                db.conn.raw.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
+            else:
+                db.conn.raw.execute("SELECT set_config(%s, %s, false)", [name, value])
+        except psycopg.Error as exc:
+            log.debug("could not apply a session setting", name=name, error=str(exc))
 
 
 class _ThreadConnection:
@@ -191,6 +240,19 @@ class PooledDatabase:
     def raw(self) -> psycopg.Connection:
         """The thread's psycopg connection (inside a lease only)."""
         return _leased(self.lease).raw
+
+    @property
+    def fence(self) -> Callable[[Any], None] | None:
+        """The calling thread's commit check (a job's lock epochs; see ``leadership``)."""
+        return self.lease.thread_fence
+
+    @fence.setter
+    def fence(self, fence: Callable[[Any], None] | None) -> None:
+        self.lease.thread_fence = fence
+
+    def thread_setting(self, name: str, value: str | None) -> None:
+        """A session setting for the calling thread's connections (see the lease)."""
+        self.lease.thread_setting(name, value)
 
     @property
     def scope(self) -> Scope | None:
