@@ -32,6 +32,7 @@ PACKAGE = str(Path(memkeeper.__file__).resolve().parent)
 _JOBS = str(Path(memkeeper.__file__).resolve().parent.parent / "jobs")
 _PSYCOPG = str(Path(psycopg.__file__).resolve().parent)
 _HANDLE = str(Path(PACKAGE) / "storage" / "postgres" / "database.py")
+_LEASES = str(Path(PACKAGE) / "storage" / "postgres" / "leases.py")  # the pooled handle
 _HERE = str(Path(__file__).resolve())
 
 
@@ -46,7 +47,7 @@ def _origin() -> str | None:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if name.startswith(_PSYCOPG) or name in (_HERE, _HANDLE):
+        if name.startswith(_PSYCOPG) or name in (_HERE, _HANDLE, _LEASES):
             frame = frame.f_back
             continue
         if not _ours(name):
