@@ -74,3 +74,34 @@ def test_run_once_and_corrections_from_another_host(
         assert service.stop() == 0
     finally:
         service.close()
+
+
+def test_the_server_restarted_under_a_running_service(
+    pg_server, pg_database: str, tmp_path: Path
+) -> None:
+    """The service survives a server restart: its lock session ends, it stands by, takes the
+    lead again on the restarted server, and the next scheduled fires run."""
+    url = pg_database
+    seed_expired(url, 5)
+    service = Host(tmp_path, "host-a", url)
+    try:
+        wait_for(
+            "a first run",
+            lambda: any(r["status"] == "ok" for r in runs(url)),
+            60,
+            [service],
+        )
+        pg_server.restart()
+        restarted = len(runs(url))
+        wait_for("the lead lost", lambda: "leadership lost" in service.log(), 30, [service])
+        wait_for(
+            "two fires after the restart",
+            lambda: len([r for r in runs(url)[restarted:] if r["status"] == "ok"]) >= 2,
+            60,
+            [service],
+        )
+        assert service.proc.poll() is None
+        assert service.log().count("took over the lead") >= 1
+        assert service.stop() == 0
+    finally:
+        service.close()
