@@ -134,3 +134,14 @@ def test_config_refuses_a_bad_weekday_naming_the_key() -> None:
 def test_config_accepts_cron_weekdays() -> None:
     config = parse_config({"jobs": {"demote": {"schedule": "0 4 * * 0"}}}, Path("config.toml"))
     assert config.jobs.demote.schedule == "0 4 * * 0"
+
+
+def test_every_n_seconds_fires_on_every_nth_second_for_demonstrations() -> None:
+    trigger = parse_schedule("@every 5s", UTC)
+    start = datetime(2026, 12, 2, 3, 0, 7, tzinfo=UTC)
+    fire = trigger.get_next_fire_time(None, start)
+    assert fire == datetime(2026, 12, 2, 3, 0, 10, tzinfo=UTC)
+    assert trigger.get_next_fire_time(fire, fire) == datetime(2026, 12, 2, 3, 0, 15, tzinfo=UTC)
+    for bad in ("@every 0s", "@every 60s"):
+        with pytest.raises(ScheduleError, match="1 to 59 seconds"):
+            parse_schedule(bad, UTC)

@@ -17,6 +17,7 @@ from memkeeper.cli.render import LINE_LIMIT, memory_label, memory_table, owner, 
 from memkeeper.config import JOB_ORDER
 from memkeeper.errors import JobFailed, MemkeeperError, NotFound
 from memkeeper.maintenance import curation
+from memkeeper.maintenance.locks import set_takeover
 from memkeeper.maintenance.runner import JobResult, RunReport, run_once
 from memkeeper.maintenance.undo import entry_label, undo_run
 
@@ -89,23 +90,40 @@ def _print_report(report: RunReport) -> None:
     "(what a systemd timer runs).",
 )
 @click.option("--dry-run", is_flag=True, help="Change nothing; print what would change and why.")
+@click.option(
+    "--wait",
+    "wait_seconds",
+    type=click.FloatRange(0, 86_400),
+    default=None,
+    help="Seconds to wait for a job running elsewhere (another host, the service); 0 refuses "
+    "at once. Default: service.lock_wait_seconds.",
+)
 @yes_option
 @json_option
 @pass_app
 def run_once_command(
-    app: App, jobs: tuple[str, ...], due: bool, dry_run: bool, yes: bool, as_json: bool
+    app: App,
+    jobs: tuple[str, ...],
+    due: bool,
+    dry_run: bool,
+    wait_seconds: float | None,
+    yes: bool,
+    as_json: bool,
 ) -> None:
     """Run the maintenance jobs once, now.
 
     Jobs run in this order: settle, expire, demote, prune, index, merge, retain, summarize.
     With --due, only those whose schedule came round since their last success run (for
     timers). Exit 0 when every job succeeded (or was skipped), 4 when one failed, 75 when
-    another run holds the job lock longer than service.lock_wait_seconds. With --now and
+    another run holds the job lock longer than --wait (default service.lock_wait_seconds);
+    the message names the holder (pid and host: on PostgreSQL the lock is the whole fleet's,
+    so a run-once on any host waits for the service's job on another). With --now and
     --dry-run this is a what-if preview: memkeeper --now 2027-03-01 run-once --dry-run (a
     real run at a --now more than a minute from the real clock needs --yes).
     """
     app.check_now(yes=yes, dry_run=dry_run)
     store = app.store()
+    set_takeover(store.storage, store.config.service.takeover_seconds)
     progress = TerminalProgress() if sys.stderr.isatty() and not as_json else None
     if due and jobs:
         raise click.UsageError("--due picks the jobs itself; it cannot be combined with --job")
@@ -115,7 +133,12 @@ def run_once_command(
             from memkeeper.service.scheduler import run_due
 
             report = run_due(
-                store, now=app.now, dry_run=dry_run, stop_event=stop, progress=progress
+                store,
+                now=app.now,
+                dry_run=dry_run,
+                stop_event=stop,
+                progress=progress,
+                lock_wait_seconds=wait_seconds,
             )
         else:
             report = run_once(
@@ -125,6 +148,7 @@ def run_once_command(
                 dry_run=dry_run,
                 stop_event=stop,
                 progress=progress,
+                lock_wait_seconds=wait_seconds,
             )
     if as_json:
         # A dry run's JSON lists the planned changes, as its text does.

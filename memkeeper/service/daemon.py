@@ -43,7 +43,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from memkeeper import logs
 from memkeeper.config import JOB_ORDER, Config, load_config
-from memkeeper.errors import MemkeeperError
+from memkeeper.errors import DatabaseUnreachable, MemkeeperError
 from memkeeper.maintenance.locks import set_takeover
 from memkeeper.service.fleet import Leadership, leader_text
 from memkeeper.service.notify import Notifier, watchdog_interval
@@ -196,7 +196,14 @@ class Daemon:
                     self.notifier.stopping(status="stopping")
                     log.info("service stopped")
                     return
-            stopped = self._serve(store, lead)
+            try:
+                stopped = self._serve(store, lead)
+            except DatabaseUnreachable as exc:
+                if not lead.fleet:
+                    raise
+                # The server went away while taking up the lead: stand by until it answers.
+                log.warning("database lost while leading", error=str(exc))
+                stopped = LOST
             ready = True
             if stopped != LOST:
                 return

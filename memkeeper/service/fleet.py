@@ -147,12 +147,16 @@ class Leadership:
 
     def _connection(self) -> Any:
         if self._member is None or self._member.closed or self._member.broken:
+            from memkeeper.storage.postgres.leadership import member_session
             from memkeeper.storage.postgres.pool import connect
 
-            self._member = connect(
-                self.storage.url,  # type: ignore[attr-defined]
-                connect_timeout=self.storage.connect_timeout,  # type: ignore[attr-defined]
-                autocommit=True,
+            self._member = member_session(
+                connect(
+                    self.storage.url,  # type: ignore[attr-defined]
+                    connect_timeout=self.storage.connect_timeout,  # type: ignore[attr-defined]
+                    autocommit=True,
+                ),
+                self.takeover_seconds,
             )
         return self._member
 

@@ -116,7 +116,8 @@ def dump_databases(hot_path: Path) -> dict[str, list[str]]:
 
 
 _PG_ORDER = {"uses": "memory_id, day", "job_runs": "started_at, run_id"}
-_PG_ONLY_COLUMNS = ("rowid", "search_text", "search_words", "embedding")
+_PG_ONLY_COLUMNS = ("rowid", "search_text", "search_words", "embedding", "host")
+"""Columns only PostgreSQL has (``host``: job_runs of a fleet, step 0003_fleet)."""
 
 
 def _pg_dump(url: str) -> dict[str, list[str]]:

@@ -27,11 +27,13 @@ EVERY = 6  # seconds between scheduled fires of the job under test
 TAKEOVER = 3  # service.takeover_seconds of every host
 
 
-def fleet_config(path: Path, *, job: str = "expire", extra: str = "") -> Path:
+def fleet_config(
+    path: Path, *, job: str = "expire", extra: str = "", takeover: float = TAKEOVER
+) -> Path:
     """A config running only ``job``, every EVERY seconds, one entry per transaction."""
     lines = [
         "[service]",
-        f"takeover_seconds = {TAKEOVER}",
+        f"takeover_seconds = {takeover}",
         "[database]",
         "batch_size = 1",
         "[logging]",
@@ -50,11 +52,19 @@ def fleet_config(path: Path, *, job: str = "expire", extra: str = "") -> Path:
 class Host:
     """One simulated host running ``memkeeper run`` on the shared memory."""
 
-    def __init__(self, root: Path, name: str, url: str, *args: str, extra: str = "") -> None:
+    def __init__(
+        self,
+        root: Path,
+        name: str,
+        url: str,
+        *args: str,
+        extra: str = "",
+        takeover: float = TAKEOVER,
+    ) -> None:
         self.name = name
         home = root / name
         home.mkdir(parents=True, exist_ok=True)
-        config = fleet_config(home / "config.toml", extra=extra)
+        config = fleet_config(home / "config.toml", extra=extra, takeover=takeover)
         self.log_path = home / "service.log"
         env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
         env.update(HOME=str(home), MEMKEEPER_HOST_NAME=name, XDG_CONFIG_HOME=str(home / ".config"))

@@ -75,7 +75,8 @@ def bump_epoch(
     """Start a new epoch of lock ``name`` (its holder took it just now, on ``conn``).
 
     Waits for fenced transactions that passed their check to commit; one that stalls longer
-    than :data:`BUMP_WAIT_SECONDS` belongs to a deposed holder and is ended.
+    than :data:`BUMP_WAIT_SECONDS` belongs to a deposed holder and is ended (as is a deposed
+    leader's heartbeat paused halfway: nothing else locks the row).
     """
     update = sql.SQL(
         "INSERT INTO {0} AS l (name, epoch, host, pid, since, renewed_at)"
@@ -98,7 +99,8 @@ def bump_epoch(
 def _end_stalled_checks(conn: psycopg.Connection, schema: str) -> int:
     rows = conn.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'relation'"
-        " AND relation = to_regclass(%s) AND mode = 'RowShareLock' AND granted"
+        " AND relation = to_regclass(%s) AND mode IN ('RowShareLock', 'RowExclusiveLock')"
+        " AND granted"
         " AND pid <> pg_backend_pid()",
         (f'"{schema}".leadership',),
     ).fetchall()
@@ -154,6 +156,16 @@ class Fence:
 
 
 # -- fleet members -------------------------------------------------------------------------------
+
+
+def member_session(conn: psycopg.Connection, idle_limit_seconds: float) -> psycopg.Connection:
+    """Prepare a service's heartbeat connection: its statements never wait long for a lock,
+    and a transaction of it left open (the process paused halfway) ends after the limit, so
+    a paused service's heartbeat never holds up the one taking over."""
+    conn.execute("SELECT set_config('lock_timeout', '1000', false)")
+    idle = str(int(idle_limit_seconds * 1000))
+    conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, false)", (idle,))
+    return conn
 
 
 def beat(
