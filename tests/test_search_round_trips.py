@@ -84,21 +84,30 @@ def _statements() -> Iterator[list[str]]:
     """Every statement sent to PostgreSQL meanwhile (psycopg's own calls, counted)."""
     sent: list[str] = []
     execute, executemany = psycopg.Connection.execute, psycopg.Cursor.executemany
+    cursor_execute = psycopg.Cursor.execute
 
     def counted_execute(self, query, params=None, **kw):  # type: ignore[no-untyped-def]
-        sent.append(str(query))
+        if not self._pipeline:  # in a pipeline the cursor's execute below counts it
+            sent.append(str(query))
         return execute(self, query, params, **kw)
+
+    def counted_cursor_execute(self, query, params=None, **kw):  # type: ignore[no-untyped-def]
+        if self.connection._pipeline:  # a statement of a pipeline, however it was sent
+            sent.append("pipelined " + str(query))
+        return cursor_execute(self, query, params, **kw)
 
     def counted_many(self, query, params_seq, **kw):  # type: ignore[no-untyped-def]
         sent.append(("pipelined " if self.connection._pipeline else "") + str(query))
         return executemany(self, query, params_seq, **kw)
 
     psycopg.Connection.execute = counted_execute  # type: ignore[method-assign]
+    psycopg.Cursor.execute = counted_cursor_execute  # type: ignore[method-assign]
     psycopg.Cursor.executemany = counted_many  # type: ignore[method-assign]
     try:
         yield sent
     finally:
         psycopg.Connection.execute = execute  # type: ignore[method-assign]
+        psycopg.Cursor.execute = cursor_execute  # type: ignore[method-assign]
         psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
 
 
