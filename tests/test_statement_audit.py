@@ -88,6 +88,14 @@ def test_a_statement_the_parser_cannot_read_is_reported() -> None:
     assert problem is not None and "could not parse" in problem.origin
 
 
+def test_pgvector_distances_are_read_and_judged_like_any_statement() -> None:
+    nearest = "SELECT memory_id FROM vectors WHERE {} ORDER BY embedding <=> %s::vector LIMIT 5"
+    assert judge(nearest.format("user_id = %s AND model = %s"), allow=False) is None
+    caught = judge(nearest.format("model = %s"), allow=False)
+    assert caught is not None and "could not parse" not in caught.origin
+    assert caught.tables == ("vectors",)
+
+
 def test_the_shape_keeps_the_structure_and_drops_the_values() -> None:
     a = 'SELECT * FROM "memkeeper"."memories" WHERE id IN (%s, %s, %s) AND state = \'x\''
     assert shape(a) == "SELECT * FROM memories WHERE id IN (%s) AND state = ?"

@@ -229,9 +229,14 @@ def _outer_filtered(scope: exp.Expression) -> set[str]:
     return names
 
 
+_PGVECTOR_DISTANCES = re.compile(r"<#>|<=>|<->|<\+>")
+"""pgvector's distance operators, which sqlglot does not know: read as a minus (a user
+filter never depends on them)."""
+
+
 def parse(text: str) -> list[exp.Expression]:
     """The statements of ``text`` (placeholders read as parameters)."""
-    bound = _PLACEHOLDER.sub(lambda m: f":{m[1] or 'p'}", text)
+    bound = _PLACEHOLDER.sub(lambda m: f":{m[1] or 'p'}", _PGVECTOR_DISTANCES.sub("-", text))
     return [s for s in sqlglot.parse(bound, read="postgres") if s is not None]
 
 

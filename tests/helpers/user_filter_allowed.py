@@ -84,6 +84,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "SELECT 0 FROM changes WHERE run_id = %s AND (coalesce(after, before)::jsonb ->> ?) "
         "IS NOT NULL LIMIT 0",
     ),
+    "scan-embedding-backfill": (
+        "SELECT memory_id, vector FROM vectors WHERE embedding IS NULL AND vector IS NOT NULL "
+        "ORDER BY rowid LIMIT %s",
+    ),
     "scan-stale-vectors": (
         "SELECT m.id, m.kind, m.key, m.value FROM memories AS m LEFT JOIN vectors AS v ON "
         "v.memory_id = m.id WHERE m.state IN (%s) AND (v.memory_id IS NULL OR ... "
@@ -169,6 +173,12 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "DELETE FROM vectors WHERE memory_id = %s",
         "INSERT INTO vectors (memory_id, model, dims, value_hash, vector) SELECT %s WHERE EXISTS "
         "(SELECT 0 FROM memories WHERE id = %s)",
+        "INSERT INTO vectors (memory_id, model, dims, value_hash, vector, embedding, user_id, "
+        "namespace) SELECT %s, CAST(%s AS vector), m.user_id, m.namespace FROM memories AS m "
+        "WHERE m.id = %s",
+        "UPDATE vectors SET embedding = CAST(%s AS vector), user_id = coalesce(user_id, (SELECT "
+        "user_id FROM memories WHERE id = %s)), namespace = coalesce(namespace, (SELECT namespace "
+        "FROM memories WHERE id = %s)) WHERE memory_id = %s AND embedding IS NULL",
     ),
     "id-messages": (
         "SELECT count(*) FROM messages WHERE id IN (%s) AND summarized_at IS NULL",
