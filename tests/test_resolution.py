@@ -131,7 +131,7 @@ def test_store_cli_runner_and_service_use_the_config_files_database_and_limits(
     # The service, started exactly as `memkeeper run` starts it.
     seen: dict[str, object] = {}
 
-    def serve(self: Daemon, store: MemoryStore) -> None:
+    def serve(self: Daemon, store: MemoryStore, *_lead: object) -> None:
         seen.update(path=store.path, cold=store.cold_path, limits=store.config.limits)
 
     monkeypatch.setattr(Daemon, "_serve", serve)
