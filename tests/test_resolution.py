@@ -131,9 +131,8 @@ def test_store_cli_runner_and_service_use_the_config_files_database_and_limits(
     # The service, started exactly as `memkeeper run` starts it.
     seen: dict[str, object] = {}
 
-    def serve(self: Daemon, store: MemoryStore, lead: object) -> int:
+    def serve(self: Daemon, store: MemoryStore, *_lead: object) -> None:
         seen.update(path=store.path, cold=store.cold_path, limits=store.config.limits)
-        return 0
 
     monkeypatch.setattr(Daemon, "_serve", serve)
     code, _out, err = run(capsys, "run")
