@@ -23,8 +23,8 @@ from typing import Any
 
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage.base import Storage
+from memkeeper.storage.host import host_name
 from memkeeper.storage.postgres import retention as pg_retention
-from memkeeper.storage.postgres.leadership import host_name
 from memkeeper.storage.sqlite.connection import Database
 from memkeeper.storage.transaction import immediate_transaction
 

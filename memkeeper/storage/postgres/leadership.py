@@ -32,8 +32,6 @@ themselves ``localhost``; the tests' simulated hosts).
 
 from __future__ import annotations
 
-import os
-import socket
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,18 +41,13 @@ from psycopg import sql
 from memkeeper.clock import from_db, to_db
 from memkeeper.errors import LockLost
 from memkeeper.logs import get_logger
+from memkeeper.storage.host import ENV_HOST_NAME, host_name  # noqa: F401 - re-exported
 
 log = get_logger(__name__)
 
-ENV_HOST_NAME = "MEMKEEPER_HOST_NAME"
 BUMP_WAIT_SECONDS = 3.0
 MEMBERS_KEPT = timedelta(hours=1)
 """Rows of members not seen for this long are deleted by the leader."""
-
-
-def host_name() -> str:
-    """This host's name in the fleet: ``MEMKEEPER_HOST_NAME``, else the machine's name."""
-    return (os.environ.get(ENV_HOST_NAME) or "").strip()[:40] or socket.gethostname()
 
 
 def _table(schema: str, name: str) -> sql.Composed:
