@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -150,19 +149,6 @@ def _quantiles(values: list[float]) -> dict[str, Any] | None:
     return {"calls": len(ordered), "p50_ms": at(0.5), "p99_ms": at(0.99), "max_ms": at(1.0)}
 
 
-def _token_file(root: Path, agents: int) -> tuple[Path, list[str]]:
-    tokens = [secrets.token_urlsafe(32) for _ in range(agents)]
-    path = root / "tokens.toml"
-    _private(
-        path,
-        "".join(
-            f'[[tokens]]\ntoken = "{token}"\nuser = "fleet-agent-{n}"\n\n'
-            for n, token in enumerate(tokens)
-        ),
-    )
-    return path, tokens
-
-
 def measure_fleet(
     hosts: int,
     url: str,
@@ -176,6 +162,7 @@ def measure_fleet(
     import multiprocessing
 
     from memkeeper.bench.fleet_worker import run_agent
+    from memkeeper.bench.mcp_load import write_token_file
     from memkeeper.bench.postgres_bench import refuse_a_real_memory
     from memkeeper.storage.postgres.scratch import drop_memkeeper_schema
     from memkeeper.store import MemoryStore
@@ -190,7 +177,7 @@ def measure_fleet(
     agents: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="memkeeper-fleet-bench-") as directory:
         root = Path(directory)
-        token_file, tokens = _token_file(root, hosts * agents_per_host)
+        token_file, tokens = write_token_file(root, hosts * agents_per_host, "fleet-agent")
         try:
             say(f"starting {hosts} hosts (memkeeper run --mcp) on one PostgreSQL")
             fleet = [Host(root, n, url, token_file) for n in range(hosts)]

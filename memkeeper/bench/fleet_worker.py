@@ -20,18 +20,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from memkeeper.bench.mcp_worker import PROTOCOL, step
+from memkeeper.bench.mcp_worker import call_headers, client_meta, step
 
 RETRY_DOWN_SECONDS = 2.0
 """How long a host that failed a call is left out before it is tried again."""
-
-
-def _meta(number: int) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-        "io.modelcontextprotocol/clientInfo": {"name": f"fleet-agent-{number}", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
 
 
 def run_agent(
@@ -48,14 +40,8 @@ def run_agent(
     (calls, errors, failovers) in ``results``."""
     import httpx
 
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": PROTOCOL,
-        "Mcp-Method": "tools/call",
-    }
-    meta = _meta(number)
+    headers = call_headers(token)
+    meta = client_meta(f"fleet-agent-{number}")
     down_until = [0.0] * len(urls)
     calls: list[tuple[float, float, str, int]] = []
     errors: Counter[str] = Counter()

@@ -47,12 +47,12 @@ MODE = "2026-07-28"
 """The clients speak the current protocol: every call one stateless POST."""
 
 
-def _token_file(root: Path, clients: int) -> tuple[Path, list[str]]:
+def write_token_file(root: Path, clients: int, user: str = "mcp-client") -> tuple[Path, list[str]]:
+    """``root/tokens.toml`` (0600) with one new bearer token per client, user ``{user}-N``."""
     tokens = [secrets.token_urlsafe(32) for _ in range(clients)]
     path = root / "tokens.toml"
     text = "".join(
-        f'[[tokens]]\ntoken = "{token}"\nuser = "mcp-client-{n}"\n\n'
-        for n, token in enumerate(tokens)
+        f'[[tokens]]\ntoken = "{token}"\nuser = "{user}-{n}"\n\n' for n, token in enumerate(tokens)
     )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -168,7 +168,7 @@ def measure_mcp_load(
         path = root / "memory.db"
         say(f"generating {memories:,} memories over {users:,} users")
         generate(path, Config(), memories=memories, users=users, seed=seed)
-        token_file, tokens = _token_file(root, clients)
+        token_file, tokens = write_token_file(root, clients)
         config = Config(mcp=McpSection(token_file=str(token_file)))
         store = MemoryStore(path, config=config, clock=running_clock(NOW), actor="mcp")
         server = HttpServer(store, plan("127.0.0.1:0", config))

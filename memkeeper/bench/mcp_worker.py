@@ -37,6 +37,26 @@ def step(client: int, n: int) -> tuple[str, dict[str, Any]]:
     return tool, {"namespace": "load", "query": word}
 
 
+def client_meta(name: str) -> dict[str, Any]:
+    """The ``_meta`` of every stateless call: protocol version, client info, capabilities."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientInfo": {"name": name, "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+
+def call_headers(token: str) -> dict[str, str]:
+    """The HTTP headers of a stateless ``tools/call`` POST with ``token``."""
+    return {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": PROTOCOL,
+        "Mcp-Method": "tools/call",
+    }
+
+
 def run_client(
     number: int, url: str, token: str, go: Any, stop: Any, up: Any, results: Any
 ) -> None:  # pragma: no cover - runs in a child process
@@ -44,18 +64,8 @@ def run_client(
     (latencies in ms by tool, errors) in ``results``."""
     import httpx
 
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-        "io.modelcontextprotocol/clientInfo": {"name": f"bench-client-{number}", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": PROTOCOL,
-        "Mcp-Method": "tools/call",
-    }
+    meta = client_meta(f"bench-client-{number}")
+    headers = call_headers(token)
     latencies: dict[str, list[float]] = defaultdict(list)
     errors: Counter[str] = Counter()
     with httpx.Client(headers=headers, timeout=60) as http:
