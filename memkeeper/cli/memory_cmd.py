@@ -10,6 +10,7 @@ import click
 from memkeeper.cli import (
     App,
     json_option,
+    memory_actions,
     namespace_option,
     pass_app,
     print_json,
@@ -62,8 +63,8 @@ def remember(
     as_json: bool,
 ) -> None:
     """Remember KEY = VALUE for USER (a new value supersedes the old one)."""
-    app.check_now(yes=yes)
-    memory = app.store().remember(
+    memory_actions.remember(
+        app,
         user,
         key,
         value,
@@ -71,16 +72,11 @@ def remember(
         kind=kind,
         confidence=confidence,
         source=source,
-        pinned=pin,
+        pin=pin,
         ttl_days=ttl_days,
+        yes=yes,
+        as_json=as_json,
     )
-    if as_json:
-        print_json(memory.to_dict())
-    else:
-        click.echo(
-            f"remembered {memory.id}: {shown(memory.key, LINE_LIMIT)} = {shown(memory.value)} "
-            f"({memory.state})"
-        )
 
 
 @click.command()
@@ -99,17 +95,7 @@ def recall(
     The text form escapes control characters and cuts very long values (marked); --json
     prints the exact value. A database that does not exist is exit 66: nothing is created.
     """
-    app.check_now(yes=yes)
-    memory = app.store(create=False).recall(user, key, namespace=namespace, kind=kind)
-    if memory is None:
-        raise NotFound(
-            f"no memory {key!r} for user {user!r}"
-            + (f" in namespace {namespace!r}" if namespace else "")
-        )
-    if as_json:
-        print_json(memory.to_dict())
-    else:
-        click.echo(shown(memory.value))
+    memory_actions.recall(app, user, key, namespace=namespace, kind=kind, yes=yes, as_json=as_json)
 
 
 @click.command()

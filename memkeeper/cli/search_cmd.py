@@ -9,13 +9,13 @@ from memkeeper.cli import (
     App,
     json_option,
     limit_type,
+    memory_actions,
     namespace_option,
     pass_app,
     print_json,
     required_text,
     yes_option,
 )
-from memkeeper.cli.render import memory_label, shown
 from memkeeper.records import KINDS
 
 
@@ -50,30 +50,16 @@ def search(
     are marked used, as recall marks them. Without an API key the search is keyword-only.
     A last line on stderr gives the query embedding's time apart from the search's own.
     """
-    app.check_now(yes=yes)
-    hits = app.store(create=False).search(
+    memory_actions.search(
+        app,
         user,
         query,
         namespace=namespace,
-        kinds=list(kinds) or None,
         limit=limit,
+        kinds=kinds,
         include_cold=include_cold,
-    )
-    if as_json:
-        print_json([hit.to_dict() for hit in hits])
-        return
-    for hit in hits:
-        m = hit.memory
-        click.echo(
-            f"{hit.score:6.3f}  {memory_label(m.kind, m.key)}: {shown(m.value, flat=True)}"
-            f"  [sim {hit.similarity:.3f} kw {hit.keyword:.3f} conf {hit.confidence:.2f}"
-            f" rec {hit.recency:.3f}] {m.id}"
-        )
-    mode = "by meaning and keywords" if hits.semantic else "keyword-only"
-    click.echo(
-        f"{len(hits)} hit{'s' if len(hits) != 1 else ''}, {mode}: query embedding "
-        f"{hits.embed_ms:.1f} ms, search {hits.search_ms:.1f} ms",
-        err=True,
+        yes=yes,
+        as_json=as_json,
     )
 
 
