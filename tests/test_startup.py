@@ -37,6 +37,10 @@ runpy.run_module("memkeeper", run_name="__main__")  # python -m memkeeper: exits
 """``python -m memkeeper ARGS`` as the program runs, reporting at exit what it imported."""
 
 KEPT_OFF = [
+    # The plain memory commands start without click (memkeeper.cli.quick) and, on plain
+    # Linux, without platformdirs (memkeeper.paths).
+    "click",
+    "platformdirs",
     "structlog",
     "asyncio",
     # With no config file there is nothing to validate: the schema is not built.

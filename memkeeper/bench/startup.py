@@ -6,10 +6,10 @@ time of each run is taken from outside (process start to exit). The median is th
 the target is 150 ms (README, Performance) on an idle machine; Python alone, measured the
 same way, is reported beside it so a loaded machine's figures can be read.
 
-Also reported: the modules each command imports that it should not (:data:`KEPT_OFF`: the
-config schema and pydantic, sqlite-utils, numpy, structlog, the job runner, the scheduler,
-the LLM SDK), by ``-X importtime`` of one more run, and how memkeeper is installed (an
-editable install adds its import finder, ~10 ms, to every start).
+Also reported: the modules each command imports that it should not (:data:`KEPT_OFF`: click
+and platformdirs, the config schema and pydantic, sqlite-utils, numpy, structlog, the job
+runner, the scheduler, the LLM SDK), by ``-X importtime`` of one more run, and how memkeeper
+is installed (an editable install adds its import finder, ~10 ms, to every start).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ COMMANDS: dict[str, list[str]] = {
     "search": ["search", "bench-user", "Paris"],
 }
 KEPT_OFF = (
+    "click",
+    "platformdirs",
     "pydantic",
     "memkeeper.config.schema",
     "sqlite_utils",
@@ -43,8 +45,9 @@ KEPT_OFF = (
     "httpx",
 )
 """Modules a memory command must not import with no config file and no API key (README,
-Performance: start-up): the schema is built only to validate a file, sqlite-utils loads only
-to migrate a file, numpy only to compare vectors."""
+Performance: start-up): the plain commands start without click (the quick start) and, on
+plain Linux, without platformdirs; the schema is built only to validate a file, sqlite-utils
+loads only to migrate a file, numpy only to compare vectors."""
 
 
 def install_kind() -> str:
