@@ -39,12 +39,13 @@ user's postings by its rows (:mod:`memkeeper.store.bm25_index`).
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from memkeeper.store.text_runs import runs
 
 if TYPE_CHECKING:
     from memkeeper.store.bm25_index import RowsIndex
@@ -54,9 +55,6 @@ B = 0.75
 KEY_WEIGHT = 1
 CACHE_SIZE = 50_000
 """Entries whose term counts are kept per process (keyed by their text)."""
-
-_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_RUNS = re.compile(rf"([{_CJK_CHARS}]+)|([^\W_{_CJK_CHARS}]+)")
 
 
 def stem(word: str) -> str:
@@ -87,14 +85,14 @@ def _undouble(root: str) -> str:
 def terms(text: str) -> list[str]:
     """The text's scored terms, in order (repeats kept): words and CJK characters."""
     out: list[str] = []
-    for cjk, word in _RUNS.findall(text):
+    for cjk, word in runs(text):
         out += list(cjk) if cjk else [stem(word.lower())]
     return out
 
 
 def pairs(text: str) -> list[str]:
     """The text's CJK pairs: each CJK run's overlapping two-character pieces, in order."""
-    return [run[i : i + 2] for run, _ in _RUNS.findall(text) for i in range(len(run) - 1)]
+    return [run[i : i + 2] for run, _ in runs(text) for i in range(len(run) - 1)]
 
 
 @dataclass(frozen=True)
@@ -114,7 +112,7 @@ def query_terms(query: str) -> QueryTerms:
     ``repl``), so every entry whose stem is the term contains the pattern.
     """
     found: dict[str, str] = {}
-    for cjk, word in _RUNS.findall(query):
+    for cjk, word in runs(query):
         if cjk:
             for char in cjk:
                 found.setdefault(char, char)
