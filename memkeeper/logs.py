@@ -8,7 +8,10 @@ memkeeper never touches the host's global ``logging`` or structlog configuration
 wrapper is not structlog itself so that importing memkeeper (and running ``memkeeper
 recall``) does not import structlog, which costs ~90 ms through asyncio.
 
-The CLI and the service are hosts: :func:`configure` installs one handler on the root logger.
+The CLI and the service are hosts: :func:`configure` installs one handler on the root logger
+(:mod:`memkeeper.log_rendering`). memkeeper imports ``logging`` itself only when a record
+could be seen (:func:`_stdlib`): a library use that never meets a host's ``logging``, and a
+plain ``memkeeper recall`` (:func:`configure_at_first_record`), start without it.
 
 On a terminal, lines are readable (``2026-11-30T06:58:06Z [info] job finished job=expire``);
 otherwise — a pipe, a file, journald — each line is one JSON object. Records from the stdlib
@@ -28,11 +31,13 @@ errors keep their traceback at every level.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import sys
 import threading
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    import logging
 
 from memkeeper.errors import MemkeeperError
 
@@ -58,7 +63,9 @@ def redact(text: str) -> str:
 
 def debug_enabled() -> bool:
     """True when this process logs at debug level (``-vv``): failures then show tracebacks."""
-    return logging.getLogger().isEnabledFor(logging.DEBUG)
+    if not _listening(DEBUG):
+        return False
+    return _stdlib().getLogger().isEnabledFor(DEBUG)
 
 
 _OPERATIONAL_ERRNOS = frozenset(
@@ -95,7 +102,7 @@ def log_failure(logger: Any, event: str, exc: BaseException, **fields: Any) -> N
     debug level), the full traceback when it is a bug."""
     if expected_failure(exc):
         debug = getattr(logger, "is_enabled_for", None)
-        verbose = debug(logging.DEBUG) if debug else debug_enabled()
+        verbose = debug(DEBUG) if debug else debug_enabled()
         logger.error(event, exc_info=exc if verbose else False, **fields)
     else:
         logger.error(event, exc_info=exc, **fields)
@@ -115,7 +122,50 @@ ROOT_LOGGER = "memkeeper"
 FIELDS_ATTR = "memkeeper_fields"
 """The attribute of a stdlib ``LogRecord`` that carries a memkeeper line's key=value fields."""
 
-logging.getLogger(ROOT_LOGGER).addHandler(logging.NullHandler())
+DEBUG, INFO, WARNING, ERROR, CRITICAL = 10, 20, 30, 40, 50
+"""The stdlib's levels, without importing it."""
+
+_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR, "critical": CRITICAL}
+
+
+class _Setup:
+    """This process's logging set-up, as far as memkeeper made it."""
+
+    deferred: str | None = None
+    """The level :func:`configure_at_first_record` left for later, if any."""
+    ready = False
+    """Whether the ``memkeeper`` logger has its ``NullHandler``."""
+
+
+_setup = _Setup()
+
+
+def _stdlib() -> Any:
+    """The ``logging`` module, made ready for memkeeper at its first use.
+
+    memkeeper imports ``logging`` only when someone could see a record: once any module of
+    the process has imported it (a host that configures logging must), or a record reaches a
+    level :func:`configure_at_first_record` asked for. Until then a record cannot reach any
+    handler (no host handler can exist), so dropping it changes nothing a host could see.
+    At first use the ``memkeeper`` logger gets its ``NullHandler`` and a left-over
+    configuration is carried out.
+    """
+    import logging
+
+    if not _setup.ready:
+        _setup.ready = True
+        logging.getLogger(ROOT_LOGGER).addHandler(logging.NullHandler())
+    if _setup.deferred is not None:
+        level, _setup.deferred = _setup.deferred, None
+        configure(level, structlog_too=False)
+    return logging
+
+
+def _listening(level: int) -> bool:
+    """Whether a record of ``level`` could reach a handler (see :func:`_stdlib`)."""
+    if "logging" in sys.modules:
+        return True
+    return _setup.deferred is not None and level >= _LEVELS[_setup.deferred]
 
 
 class Event:
@@ -143,28 +193,39 @@ class Logger:
     """structlog-style calls on a stdlib logger: ``log.info("event", key=value)``, ``bind``.
 
     Nothing is built unless the level is enabled, and secrets are redacted from the event
-    and the fields before the record exists, so no host handler ever sees them.
+    and the fields before the record exists, so no host handler ever sees them. The stdlib
+    logger is looked up at the first record anyone could see (:func:`_stdlib`).
     """
 
-    __slots__ = ("_context", "_logger")
+    __slots__ = ("_context", "_logger", "_name")
 
-    def __init__(self, logger: logging.Logger, context: dict[str, Any] | None = None) -> None:
-        self._logger = logger
+    def __init__(self, name: str, context: dict[str, Any] | None = None) -> None:
+        self._name = name
+        self._logger: logging.Logger | None = None
         self._context = context or {}
 
     @property
     def name(self) -> str:
-        return self._logger.name
+        return self._name
 
     def bind(self, **fields: Any) -> Logger:
         """A logger that adds ``fields`` to every line (a job's name and run id, say)."""
-        return Logger(self._logger, {**self._context, **fields})
+        return Logger(self._name, {**self._context, **fields})
+
+    def _target(self, level: int) -> logging.Logger | None:
+        if self._logger is None:
+            if not _listening(level):
+                return None
+            self._logger = _stdlib().getLogger(self._name)
+        return self._logger
 
     def is_enabled_for(self, level: int) -> bool:
-        return self._logger.isEnabledFor(level)
+        logger = self._target(level)
+        return logger.isEnabledFor(level) if logger is not None else False
 
     def _log(self, level: int, event: str, args: tuple[Any, ...], fields: dict[str, Any]) -> None:
-        if not self._logger.isEnabledFor(level):
+        logger = self._target(level)
+        if logger is None or not logger.isEnabledFor(level):
             return
         exc_info = fields.pop("exc_info", None)
         stack_info = bool(fields.pop("stack_info", False))
@@ -173,7 +234,7 @@ class Logger:
         if _secrets:
             text = redact(text)
             merged = {key: _redact_value(value) for key, value in merged.items()}
-        self._logger.log(
+        logger.log(
             level,
             Event(text, merged),
             exc_info=exc_info,
@@ -183,63 +244,35 @@ class Logger:
         )
 
     def debug(self, event: str, *args: Any, **fields: Any) -> None:
-        self._log(logging.DEBUG, event, args, fields)
+        self._log(DEBUG, event, args, fields)
 
     def info(self, event: str, *args: Any, **fields: Any) -> None:
-        self._log(logging.INFO, event, args, fields)
+        self._log(INFO, event, args, fields)
 
     def warning(self, event: str, *args: Any, **fields: Any) -> None:
-        self._log(logging.WARNING, event, args, fields)
+        self._log(WARNING, event, args, fields)
 
     def error(self, event: str, *args: Any, **fields: Any) -> None:
-        self._log(logging.ERROR, event, args, fields)
+        self._log(ERROR, event, args, fields)
 
     def critical(self, event: str, *args: Any, **fields: Any) -> None:
-        self._log(logging.CRITICAL, event, args, fields)
+        self._log(CRITICAL, event, args, fields)
 
     def exception(self, event: str, *args: Any, **fields: Any) -> None:
         fields.setdefault("exc_info", True)
-        self._log(logging.ERROR, event, args, fields)
+        self._log(ERROR, event, args, fields)
 
 
 def get_logger(name: str) -> Logger:
     """The logger of one part of memkeeper (``memkeeper.search``, ``memkeeper.job``...)."""
     if name != ROOT_LOGGER and not name.startswith(ROOT_LOGGER + "."):
         name = f"{ROOT_LOGGER}.{name}"
-    return Logger(logging.getLogger(name))
+    return Logger(name)
 
 
 _NOT_FOR_OPERATORS = frozenset({"color_message", FIELDS_ATTR})
 """Record attributes that are not part of a line: uvicorn's ANSI copy of its message, and
 the fields carrier (its contents are merged into the line)."""
-
-
-def _memkeeper_fields(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Turn a record from :class:`Logger` into its event and fields; drop what no operator
-    should read (uvicorn's ``color_message`` with its ANSI escapes)."""
-    record = event.get("_record")
-    message = getattr(record, "msg", None)
-    if isinstance(message, Event):
-        event["event"] = message.event
-        for key, value in message.fields.items():
-            event.setdefault(key, value)
-    for key in _NOT_FOR_OPERATORS:
-        event.pop(key, None)
-    return event
-
-
-def _drop_formatter_leftovers(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Drop ``message``/``asctime`` that another handler's Formatter set on a stdlib record
-    before ours saw it (ExtraAdder would copy them), so library lines keep our keys."""
-    event.pop("message", None)
-    event.pop("asctime", None)
-    return event
-
-
-def _redact_processor(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
-    if not _secrets:
-        return event
-    return {key: _redact_value(value) for key, value in event.items()}
 
 
 def use_json(stream: TextIO, requested: str) -> bool:
@@ -254,77 +287,6 @@ def use_json(stream: TextIO, requested: str) -> bool:
     return not (isatty and isatty())
 
 
-def _shared_processors() -> list[Any]:
-    import structlog
-
-    return [
-        structlog.contextvars.merge_contextvars,
-        structlog.stdlib.add_log_level,
-        structlog.stdlib.add_logger_name,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.stdlib.ExtraAdder(),
-    ]
-
-
-def _formatter(as_json: bool) -> logging.Formatter:
-    """structlog's ProcessorFormatter with memkeeper's processors (imports structlog)."""
-    import structlog
-
-    renderer: Any
-    if as_json:
-        renderer = structlog.processors.JSONRenderer(ensure_ascii=False)
-        final = [structlog.processors.format_exc_info, _redact_processor, renderer]
-    else:
-        # Plain tracebacks: rich's would print every frame's local variables (an API key
-        # held by the LLM session, say) where redaction of the fields cannot reach.
-        renderer = structlog.dev.ConsoleRenderer(
-            colors=False, exception_formatter=structlog.dev.plain_traceback
-        )
-        final = [_redact_processor, renderer]
-    return structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*_shared_processors(), _drop_formatter_leftovers, _memkeeper_fields],
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            *final,
-        ],
-    )
-
-
-class _MemkeeperHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """The handler :func:`configure` installs, so configuring again replaces it.
-
-    Its formatter (structlog's) is built at the first record, so a command that logs nothing
-    never imports structlog; and the rendered line is redacted last, tracebacks included.
-    """
-
-    def __init__(self, stream: TextIO, as_json: bool) -> None:
-        super().__init__(stream)
-        self.as_json = as_json
-
-    def format(self, record: logging.LogRecord) -> str:
-        if self.formatter is None:
-            self.setFormatter(_formatter(self.as_json))
-        return redact(super().format(record))
-
-
-def _configure_structlog() -> None:
-    """Route structlog's own loggers (used by code outside memkeeper's loggers) through the
-    root handler; only hosts (the CLI, the service) call this, never the library."""
-    import structlog
-
-    structlog.configure(
-        processors=[
-            *_shared_processors(),
-            structlog.stdlib.PositionalArgumentsFormatter(),
-            structlog.processors.StackInfoRenderer(),
-            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
-        ],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=False,
-    )
-
-
 def configure(
     level: str = "info",
     fmt: str = "auto",
@@ -337,16 +299,29 @@ def configure(
     ``structlog_too`` also routes structlog's global loggers through the same handler; the
     memory commands leave it off so they never import structlog.
     """
-    stream = stream or sys.stderr
-    if structlog_too:
-        _configure_structlog()
-    handler = _MemkeeperHandler(stream, use_json(stream, fmt))
-    root = logging.getLogger()
-    for existing in list(root.handlers):
-        if isinstance(existing, _MemkeeperHandler):
-            root.removeHandler(existing)
-    root.addHandler(handler)
-    root.setLevel(level.upper())
-    # Chatty libraries: their INFO lines are noise for an operator unless debugging.
-    for noisy in ("httpx", "httpcore", "apscheduler.executors.default"):
-        logging.getLogger(noisy).setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
+    _setup.deferred = None
+    _stdlib()
+    from memkeeper import log_rendering
+
+    log_rendering.install(level, fmt, stream or sys.stderr, structlog_too=structlog_too)
+
+
+def configure_at_first_record(level: str) -> None:
+    """:func:`configure` (stderr, ``auto``, no structlog) when a record of ``level`` or above
+    first comes, or when :func:`settle` is called: the memory commands' quick start.
+
+    Configuring imports ``logging`` (about 10 ms of a memory command's start-up), and a
+    plain recall logs nothing at the default level, so it never pays for it. A module that
+    loads a library which logs through ``logging`` itself (the LLM SDK, the PostgreSQL
+    driver) calls :func:`settle` first, so that library's records meet the handler too.
+    """
+    if "logging" in sys.modules:
+        configure(level, structlog_too=False)
+    else:
+        _setup.deferred = level
+
+
+def settle() -> None:
+    """Carry out a configuration :func:`configure_at_first_record` left for later, now."""
+    if _setup.deferred is not None:
+        _stdlib()

@@ -184,13 +184,13 @@ def test_echo_writes_what_click_echo_writes(monkeypatch) -> None:
             assert ours.getvalue() == theirs.getvalue()
 
 
-def test_a_plain_recall_loads_neither_click_nor_the_command_table(seeded: Path) -> None:
+def test_a_plain_recall_loads_neither_click_nor_the_command_table_nor_logging(seeded: Path) -> None:
     code = (
         "import sys\n"
         "from memkeeper.cli import main\n"
         "code = main(sys.argv[1:])\n"
         "loaded = [m for m in ('click', 'memkeeper.cli.app', 'memkeeper.cli.memory_cmd',"
-        " 'platformdirs') if m in sys.modules]\n"
+        " 'platformdirs', 'logging') if m in sys.modules]\n"
         "print(code, loaded)\n"
     )
     done = subprocess.run(

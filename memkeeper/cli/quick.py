@@ -238,10 +238,11 @@ def run_quick(args: list[str]) -> int | None:
     from memkeeper.cli.output import echo
 
     try:
-        # As the click group's callback does: the config file, the app, warnings-only logs.
+        # As the click group's callback does: the config file, the app, warnings-only logs
+        # (set up at the first warning: a plain recall logs nothing and imports no logging).
         config_file, explicit = settings.config_file(None)
         app = App(db=db, config_path=config_file, config_explicit=explicit)
-        logs.configure(level="warning", structlog_too=False)
+        logs.configure_at_first_record("warning")
         try:
             user = values.pop("user")
             if action == "remember":

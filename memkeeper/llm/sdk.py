@@ -24,7 +24,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from memkeeper import logs
 from memkeeper.llm.errors import LlmError
+
+# The SDKs and httpx log through the stdlib: their records must meet the CLI's handler.
+logs.settle()
 
 SDK_ENV = "MEMKEEPER_LLM_SDK"
 """Environment variable forcing one SDK (``zai`` or ``zhipuai``) where both are installed."""

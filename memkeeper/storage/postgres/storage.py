@@ -25,6 +25,7 @@ import weakref
 import psycopg
 from psycopg import sql
 
+from memkeeper import logs
 from memkeeper.clock import system_now
 from memkeeper.errors import DatabaseMissing
 from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT, Storage
@@ -44,6 +45,9 @@ from memkeeper.storage.postgres.schema import (
     migrate,
 )
 from memkeeper.storage.postgres.url import DatabaseUrl, parse_url
+
+# psycopg and its pool log through the stdlib: their records must meet the CLI's handler.
+logs.settle()
 
 
 class PostgresStorage(Storage):
