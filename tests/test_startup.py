@@ -41,6 +41,10 @@ KEPT_OFF = [
     # Linux, without platformdirs (memkeeper.paths).
     "click",
     "platformdirs",
+    # Only the MCP server buffers uses (storage/use_buffer_probe.py asks without loading it);
+    # logging loads at the first record anyone could see (memkeeper.logs).
+    "memkeeper.storage.use_buffer",
+    "logging",
     "structlog",
     "asyncio",
     # With no config file there is nothing to validate: the schema is not built.

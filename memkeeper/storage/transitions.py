@@ -267,7 +267,7 @@ def apply(
     ids = [t.memory_id for t in transitions]
     if len(set(ids)) != len(ids):
         raise ValueError("one batch of transitions may name each memory only once")
-    from memkeeper.storage.use_buffer import flush_inside  # it builds on this module
+    from memkeeper.storage.use_buffer_probe import flush_inside  # use_buffer builds on us
 
     stamp = to_db(now)
     with storage.lock:

@@ -159,7 +159,7 @@ def delete_uses(db: Database, memory_ids: Sequence[str]) -> int:
     """Delete the uses of these entries (the caller holds the transaction), and any this
     process holds buffered (:mod:`memkeeper.storage.use_buffer`): an erased entry leaves no
     use behind. Returns rows."""
-    from memkeeper.storage.use_buffer import discard_everywhere
+    from memkeeper.storage.use_buffer_probe import discard_everywhere
 
     discard_everywhere(memory_ids)
     return delete_in(db.conn, "uses", "memory_id", memory_ids)

@@ -26,7 +26,7 @@ from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Image, Transition, hot_image, used_image
-from memkeeper.storage.use_buffer import buffering, may_write
+from memkeeper.storage.use_buffer_probe import buffering, may_write
 from memkeeper.storage.uses import mark_used, record_uses
 from memkeeper.store.core import StoreCore
 

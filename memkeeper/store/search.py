@@ -38,7 +38,7 @@ from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResul
 from memkeeper.storage import memory_reads
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.keywords import small_user_rows
-from memkeeper.storage.use_buffer import buffering
+from memkeeper.storage.use_buffer_probe import buffering
 from memkeeper.store import fusion, semantic, vector_list
 from memkeeper.store.bm25 import Scored, keyword_scores, score_all
 from memkeeper.store.core import StoreCore

@@ -13,7 +13,6 @@ surface as memkeeper's own errors. The layers above reach it through
 from __future__ import annotations
 
 import contextlib
-import random
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -57,6 +56,8 @@ def begin_immediate(db: Database) -> None:
                         "the memory database stayed locked by other writers beyond "
                         f"{BEGIN_ATTEMPTS} busy timeouts ({BEGIN_ATTEMPTS * full_ms} ms)"
                     ) from None
+            import random  # only under contention: start-up stays free of it
+
             time.sleep(random.uniform(0.0002, 0.001))  # noqa: S311 - jitter, not security
     finally:
         conn.execute(f"PRAGMA busy_timeout = {full_ms}")
