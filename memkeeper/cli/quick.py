@@ -25,7 +25,6 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from memkeeper.records import KEYED_KINDS, KINDS
@@ -80,22 +79,46 @@ def _whole(low: int, high: int | None) -> Callable[[str], int]:
     return check
 
 
-@dataclass(frozen=True)
 class _Option:
-    """One option of a command: where it goes and how its value is checked (None: a flag)."""
+    """One option of a command: where it goes and how its value is checked (None: a flag).
 
-    dest: str
-    check: Callable[[str], Any] | None = None
-    flag_value: Any = True
-    multiple: bool = False
+    (Plain classes, not dataclasses: building a dataclass costs more start-up than the whole
+    of this module's other work.)
+    """
+
+    __slots__ = ("check", "dest", "flag_value", "multiple")
+
+    def __init__(
+        self,
+        dest: str,
+        check: Callable[[str], Any] | None = None,
+        *,
+        flag_value: Any = True,
+        multiple: bool = False,
+    ) -> None:
+        self.dest = dest
+        self.check = check
+        self.flag_value = flag_value
+        self.multiple = multiple
 
 
-@dataclass(frozen=True)
 class _Command:
-    arguments: tuple[tuple[str, Callable[[str], str]], ...]
-    options: dict[str, _Option]
-    defaults: dict[str, Any]
-    action: str
+    """A command's positionals (name, check), its options by spelling, and its defaults."""
+
+    __slots__ = ("action", "arguments", "defaults", "options")
+
+    def __init__(
+        self,
+        *,
+        arguments: tuple[tuple[str, Callable[[str], str]], ...],
+        options: dict[str, _Option],
+        defaults: dict[str, Any],
+        action: str,
+    ) -> None:
+        self.arguments = arguments
+        self.options = options
+        self.defaults = defaults
+        self.action = action
 
 
 _NAMESPACE = _Option("namespace", _text)
