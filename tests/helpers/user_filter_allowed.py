@@ -148,6 +148,12 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "id-writes": (
         "UPDATE memories SET ... WHERE id = %s",
+        # many rows by id in one statement (storage/postgres/dialect.py, many_updates)
+        *(
+            f"UPDATE {table} AS t SET ... FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
+            " AS v WHERE t.id = v.id"
+            for table in ("memories", "cold_memories")
+        ),
         "DELETE FROM memories WHERE id = %s",
         *(
             f"DELETE FROM {table} WHERE {column} IN (%s)"

@@ -65,7 +65,8 @@ def test_an_agent_of_the_same_user_waits_until_the_write_commits(
         agent.remember("ann", "city", "Oslo")
         done.set()
 
-    with write_transaction(job.storage, users=["ann"]):
+    with write_transaction(job.storage, users=["ann"]) as hot:
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
         worker = threading.Thread(target=remember)
         worker.start()
         _until(lambda: _waiting_on_a_lock(pg_database, agent), "the agent waits for ann's lock")
@@ -82,7 +83,8 @@ def test_a_write_of_everything_waits_for_a_user_scoped_writer(pg_database: str, 
         with write_transaction(job.storage):
             done.set()
 
-    with write_transaction(agent.storage, users=["ann"]):
+    with write_transaction(agent.storage, users=["ann"]) as hot:
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
         worker = threading.Thread(target=write_all)
         worker.start()
         _until(lambda: _waiting_on_a_lock(pg_database, job), "the global writer waits")
@@ -100,7 +102,8 @@ def test_a_job_skips_the_user_an_agent_is_writing_and_applies_the_rest(two_store
         Transition(i, images[i], with_changes(images[i], confidence=0.5), "demote", "test")
         for i in (ann.id, bob.id)
     ]
-    with write_transaction(agent.storage, users=["ann"]):
+    with write_transaction(agent.storage, users=["ann"]) as hot:
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
         outcomes = apply(job.storage, transitions, actor="job", now=system_now(), run_id="r1")
     assert {o.transition.memory_id: o.applied for o in outcomes} == {ann.id: False, bob.id: True}
     assert job.get(ann.id).confidence == pytest.approx(0.9)
