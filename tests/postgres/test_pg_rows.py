@@ -16,9 +16,7 @@ def test_query_names_columns_as_sqlite_does(pg_database: str) -> None:
     with MemoryStore(pg_database) as store:
         store.remember("ann", "city", "Oslo")
         hot = store.storage.hot
-        assert list(hot.query("SELECT 1 AS a, 2 AS a, 3 AS a_2")) == [
-            {"a": 1, "a_2": 2, "a_2_2": 3}
-        ]
+        assert list(hot.query("SELECT 1 AS a, 2 AS a, 3 AS a_2")) == [{"a": 1, "a_3": 2, "a_2": 3}]
         row = next(hot.query("SELECT * FROM memories WHERE user_id = ?", ["ann"]))
         assert row["value"] == "Oslo" and row["key"] == "city"
         assert list(hot.query("SELECT id FROM memories WHERE user_id = 'nobody'")) == []
