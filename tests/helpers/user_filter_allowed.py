@@ -145,6 +145,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "SELECT * FROM memories WHERE id IN (%s) AND state IN (?)",
         "SELECT * FROM memories WHERE id = %s",
         "SELECT * FROM cold_memories WHERE id = %s",
+        # whose locks a flush of buffered uses takes (storage/use_buffer.py, _owners)
+        "SELECT user_id FROM memories WHERE id IN (%s)",
+        "SELECT user_id FROM cold_memories WHERE id IN (%s)",
     ),
     "id-writes": (
         "UPDATE memories SET ... WHERE id = %s",
