@@ -73,7 +73,8 @@ def _compiled(shapes: tuple[str, ...]) -> re.Pattern[str]:
 def _bound(line: str) -> str:
     """A shape with its parameters as literals: a statement sent with others in one string
     (storage/postgres/round_trips.py, ``Pending``) has its values quoted in."""
-    return re.sub(r"\?(?:, \?)+", "?", line.replace("%s", "?"))
+    line = re.sub(r"-?\b0(?:\.0)?\b", "?", line.replace("%s", "?"))  # a number quoted in
+    return re.sub(r"\?(?:, \?)+", "?", line)
 
 
 _STATEMENT_PART = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|;")
