@@ -91,6 +91,18 @@ def test_a_connection_lost_before_the_commit_commits_no_deferred_write(
     assert store.recall("ann", "city").value == "Oslo"
 
 
+def test_values_with_percent_signs_and_quotes_survive_being_sent_together(store) -> None:
+    store.remember("ann", "city", "Oslo")
+    odd = "50% off; 'quoted' %s %(name)s"
+    with write_transaction(store.storage, users=["ann"]) as hot:
+        with sent_with_next(hot):
+            hot.execute("UPDATE memories SET value = ? WHERE user_id = 'ann'", [odd])
+            hot.execute("UPDATE memories SET source = '100%' WHERE user_id = 'ann'")
+        read = hot.execute("SELECT value, source FROM memories WHERE user_id = ?", ["ann"])
+        assert read.fetchone() == (odd, "100%")
+    assert store.recall("ann", "city").value == odd
+
+
 def test_the_raw_connection_sees_the_deferred_writes(store) -> None:
     store.remember("ann", "city", "Oslo")
     with write_transaction(store.storage, users=["ann"]) as hot:

@@ -196,12 +196,8 @@ class PostgresConnection:
     def flush(self) -> None:
         """Send the pending statements now (someone is about to use the raw connection)."""
         if self.pending.parts:
-            before = self.pending.take()
-            last = before.pop()
-            if before:
-                self._run(lambda: self.raw.execute("; ".join([*before, last])), last, before)
-            else:
-                self._run(lambda: self.raw.execute(last), last)
+            parts = self.pending.take()
+            self._run(lambda: self.raw.execute("; ".join(parts)), parts[-1], parts[:-1])
 
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
         rows = [_parameters(parameters) for parameters in seq_of_parameters]
