@@ -160,7 +160,8 @@ _PLACEHOLDER = re.compile(r"%(?:\((\w+)\))?s")
 _UPDATES_ON = re.compile(r"ON\s+CONFLICT\s*\(([^)]*)\)\s*DO\s+UPDATE", re.IGNORECASE)
 ROWS_PER_STATEMENT = 1000
 """Most rows :func:`many_rows` puts in one statement (a long text is parsed in one piece):
-a bulk copy of more is sent as before, one statement a row in one pipeline."""
+a bulk copy of more is sent as before, one statement a row (in one pipeline, or in the
+string sent with the next statement: :mod:`~memkeeper.storage.postgres.round_trips`)."""
 
 
 def many_rows(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
