@@ -96,6 +96,23 @@ def test_pgvector_distances_are_read_and_judged_like_any_statement() -> None:
     assert caught.tables == ("vectors",)
 
 
+def test_statements_sent_together_are_judged_one_by_one_with_their_values_quoted_in() -> None:
+    # storage/postgres/round_trips.py sends statements that need no answer with the next
+    # one, in one string, their parameters bound client-side.
+    from helpers.user_filter import violations
+
+    together = (
+        'BEGIN; SELECT pg_advisory_xact_lock(7); SAVEPOINT "memkeeper_3"; '
+        "SELECT * FROM memories WHERE id IN ('a;b', 'c'); "
+        "UPDATE messages SET summarized_at = 'x', summary_id = 'y' WHERE id IN (1, 2, 3)"
+        " AND summarized_at IS NULL; COMMIT"
+    )
+    assert violations({together: "here"}) == []
+    planted = together.replace("COMMIT", "DELETE FROM memories WHERE value = 'Oslo'; COMMIT")
+    [found] = violations({planted: "here"})
+    assert found.statement == "DELETE FROM memories WHERE value = 'Oslo'"
+
+
 def test_the_shape_keeps_the_structure_and_drops_the_values() -> None:
     a = 'SELECT * FROM "memkeeper"."memories" WHERE id IN (%s, %s, %s) AND state = \'x\''
     assert shape(a) == "SELECT * FROM memories WHERE id IN (%s) AND state = ?"

@@ -203,8 +203,9 @@ def small_user_rows(
     names = ", ".join(f"m.{c}" for c in columns)
     select = f"SELECT {names} FROM {table} AS m WHERE {where} LIMIT ?"
     if is_postgres(db):  # in rowid order, as SQLite reads them (the postings' cache key)
-        select = ordered_rows(table, where, columns)
-    rows = db.conn.execute(select, [*params, SCAN_BELOW_ROWS]).fetchall()
+        rows = ordered_rows(db, table, where, [*params, SCAN_BELOW_ROWS], columns)
+    else:
+        rows = db.conn.execute(select, [*params, SCAN_BELOW_ROWS]).fetchall()
     return None if len(rows) >= SCAN_BELOW_ROWS else rows
 
 

@@ -4,8 +4,9 @@
 change-log rows) and calls these inside its write transaction; they only write. Updates set
 only the columns that change, grouped by which ones, so an index is rewritten only when a
 column it holds is assigned. On PostgreSQL :func:`one_round_trip` sends a batch's writes
-together (pipeline mode): a job's batch costs one round trip for all its statements instead
-of one per statement, which is most of what a small transaction costs there.
+together with the transaction's next statement: a job's batch costs no round trip of its own
+for all its statements instead of one per statement, which is most of what a small
+transaction costs there.
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ def _is_hot(image: Image | None) -> bool:
 
 
 def one_round_trip(db: Any) -> contextlib.AbstractContextManager[Any]:
-    """Statements sent together and answered once (PostgreSQL's pipeline mode; nothing on
-    SQLite, which has no round trips): for writes that read no result back before the end
-    of the block. An error in any of them is raised at the end of the block."""
+    """Writes that read no result back, inside a transaction: on PostgreSQL sent to the
+    server with the transaction's next statement (its ``COMMIT`` at the latest) in one
+    round trip, and an error in any of them is raised by that statement, the transaction
+    then rolled back (:func:`memkeeper.storage.postgres.round_trips.sent_with_next`);
+    nothing on SQLite, which has no round trips."""
     if getattr(db, "dialect", "sqlite") != "postgres":
         return contextlib.nullcontext()
-    from memkeeper.storage.postgres.round_trips import pipelined
+    from memkeeper.storage.postgres.round_trips import sent_with_next
 
-    return pipelined(db)
+    return sent_with_next(db)
 
 
 def write_cold(storage: Storage, rows: Sequence[Image], marks: Sequence[str], now: str) -> None:

@@ -216,8 +216,10 @@ def flush(storage: Storage) -> int:
         return 0
     taken = buffer.take()
     try:
-        with storage.lock, immediate_transaction(storage.hot):
-            cold = _write(storage, taken)
+        with storage.lock:
+            users = _owners(storage, list(taken))
+            with immediate_transaction(storage.hot, users=users):
+                cold = _write(storage, taken)
     except BaseException:
         buffer.put_back(taken)
         raise
@@ -226,11 +228,32 @@ def flush(storage: Storage) -> int:
     return sum(len(uses) for uses in taken.values())
 
 
+def _owners(storage: Storage, ids: list[str]) -> set[str] | None:
+    """The users whose write locks a flush takes: on PostgreSQL the owners of the buffered
+    entries, hot or cold (read before the locks; an entry never changes owner), so that a
+    flush waits only for writers of those users and no writer of another waits for it;
+    None elsewhere (SQLite has one writer at a time)."""
+    if getattr(storage.hot, "dialect", "sqlite") != "postgres":
+        return None
+    owners: set[str] = set()
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        marks = placeholders(len(part))
+        for rows in storage.hot.conn.read_together(  # type: ignore[attr-defined]
+            [
+                (f"SELECT user_id FROM memories WHERE id IN ({marks})", part),
+                (f"SELECT user_id FROM cold_memories WHERE id IN ({marks})", part),
+            ]
+        ):
+            owners.update(row["user_id"] for row in rows)
+    return owners
+
+
 def _write(storage: Storage, taken: dict[str, list[Use]]) -> dict[str, list[Use]]:
     """Apply ``taken`` in the open transaction; returns the uses of entries not in the hot
     file (to restore if they are in cold storage), and on PostgreSQL those of users the
     transaction does not hold the write lock of (another thread or process may be writing
-    that row now: their uses wait for the next flush, which locks everything)."""
+    that row now: their uses wait for the next flush, which locks their owners)."""
     ids = list(taken)
     rows = _hot_rows(storage, ids)
     scope = getattr(storage.hot, "scope", None)

@@ -32,6 +32,7 @@ use at most one flush interval late.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,7 +41,6 @@ from typing import Any
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage.batches import delete_in
 from memkeeper.storage.sqlite.connection import Database
-from memkeeper.storage.transition_writes import one_round_trip
 from memkeeper.storage.transitions import Image, used_image
 
 _UPSERT_MANY = (
@@ -55,6 +55,18 @@ _UPSERT = (
     " first_at = min(uses.first_at, excluded.first_at),"
     " last_at = max(uses.last_at, excluded.last_at)"
 )
+
+
+def _with_the_commit(db: Database) -> contextlib.AbstractContextManager[Any]:
+    """A use's writes read nothing back: on PostgreSQL they go to the server with the
+    caller's next statement, its ``COMMIT`` at the latest, in that round trip
+    (:func:`memkeeper.storage.postgres.round_trips.sent_with_next`); SQLite has no round
+    trips."""
+    if getattr(db, "dialect", "sqlite") != "postgres":
+        return contextlib.nullcontext()
+    from memkeeper.storage.postgres.round_trips import sent_with_next
+
+    return sent_with_next(db)
 
 
 @dataclass(frozen=True)
@@ -92,7 +104,7 @@ def mark_used(db: Database, image: Image, now: datetime) -> Image:
     """
     target = used_image(image, now)
     day, time_of_day = day_and_time(now)
-    with one_round_trip(db):  # an agent's recall: one wait for the server, not two
+    with _with_the_commit(db):  # an agent's recall: no wait for the server of its own
         db.conn.execute(
             "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ?"
             " WHERE id = ?",
@@ -135,7 +147,7 @@ def record_uses(db: Database, batch: Sequence[tuple[Image, Sequence[datetime]]])
         )
     if not updates:
         return
-    with one_round_trip(db):
+    with _with_the_commit(db):
         db.conn.executemany(
             "UPDATE memories SET last_accessed_at = ?, access_count = ?, last_used_at = ?"
             " WHERE id = ?",

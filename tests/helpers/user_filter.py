@@ -67,7 +67,28 @@ def shape(text: str) -> str:
 
 
 def _compiled(shapes: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(".*".join(map(re.escape, s.split("..."))) for s in shapes))
+    return re.compile("|".join(".*".join(map(re.escape, _bound(s).split("..."))) for s in shapes))
+
+
+def _bound(line: str) -> str:
+    """A shape with its parameters as literals: a statement sent with others in one string
+    (storage/postgres/round_trips.py, ``Pending``) has its values quoted in."""
+    line = re.sub(r"-?\b0(?:\.0)?\b", "?", line.replace("%s", "?"))  # a number quoted in
+    return re.sub(r"\?(?:, \?)+", "?", line)
+
+
+_STATEMENT_PART = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|;")
+
+
+def statements_of(text: str) -> list[str]:
+    """The statements of a text that holds several, split at the semicolons outside quotes."""
+    parts, start = [], 0
+    for match in _STATEMENT_PART.finditer(text):
+        if match.group(0) == ";":
+            parts.append(text[start : match.start()])
+            start = match.end()
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
 
 
 _ALLOWED = {name: _compiled(shapes) for name, shapes in ALLOWED.items()}
@@ -75,7 +96,7 @@ _ALLOWED = {name: _compiled(shapes) for name, shapes in ALLOWED.items()}
 
 def allowed_as(text: str) -> str | None:
     """The name of the allow-list entry the statement matches (None: none)."""
-    line = shape(text)
+    line = _bound(shape(text))
     return next((name for name, rule in _ALLOWED.items() if rule.fullmatch(line)), None)
 
 
@@ -267,9 +288,10 @@ def violations(seen: dict[str, str]) -> list[Violation]:
     """Every violation among recorded statements (text -> where it was first sent). One
     statement of each shape is parsed: the shape keeps everything but literals' values."""
     shapes: dict[str, tuple[str, str]] = {}
-    for text, origin in seen.items():
-        if _DDL.match(text) is None and any(table in text for table in DISTRIBUTED):
-            shapes.setdefault(shape(text), (text, origin))
+    for sent, origin in seen.items():
+        for text in statements_of(sent) if ";" in sent else [sent]:
+            if _DDL.match(text) is None and any(table in text for table in DISTRIBUTED):
+                shapes.setdefault(shape(text), (text, origin))
     found = []
     for text, origin in shapes.values():
         problem = judge(text, origin)

@@ -145,9 +145,18 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "SELECT * FROM memories WHERE id IN (%s) AND state IN (?)",
         "SELECT * FROM memories WHERE id = %s",
         "SELECT * FROM cold_memories WHERE id = %s",
+        # whose locks a flush of buffered uses takes (storage/use_buffer.py, _owners)
+        "SELECT user_id FROM memories WHERE id IN (%s)",
+        "SELECT user_id FROM cold_memories WHERE id IN (%s)",
     ),
     "id-writes": (
         "UPDATE memories SET ... WHERE id = %s",
+        # many rows by id in one statement (storage/postgres/dialect.py, many_updates)
+        *(
+            f"UPDATE {table} AS t SET ... FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
+            " AS v WHERE t.id = v.id"
+            for table in ("memories", "cold_memories")
+        ),
         "DELETE FROM memories WHERE id = %s",
         *(
             f"DELETE FROM {table} WHERE {column} IN (%s)"

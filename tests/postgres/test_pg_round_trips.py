@@ -67,8 +67,9 @@ def test_a_jobs_batch_over_many_users_costs_the_same_few_round_trips(two_stores)
     trips_small, _ = _round_trips(job, batch(small))
     trips_large, outcomes = _round_trips(job, batch(large))
     assert all(outcome.applied for outcome in outcomes)
-    # BEGIN with every lock and try, the re-read, the writes, COMMIT: not one per user/row.
-    assert trips_large == trips_small <= 5
+    # BEGIN with every lock and try; the re-read, hot and cold; the writes with the COMMIT:
+    # not one per user/row.
+    assert trips_large == trips_small <= 3
     assert [job.get(t.memory_id).confidence for t in large] == pytest.approx([0.5] * 40)
     logged = job.storage.hot.query("SELECT count(*) AS n FROM changes WHERE action = 'demote'")
     assert next(logged)["n"] == len(small) + len(large)  # each change with its log row
@@ -78,7 +79,8 @@ def test_a_tried_batch_still_leaves_the_user_an_agent_is_writing(two_stores) -> 
     job, agent = two_stores
     transitions = _demotions(job, 6)
     busy = transitions[3].expected["user_id"]  # type: ignore[index]
-    with write_transaction(agent.storage, users=[busy]):
+    with write_transaction(agent.storage, users=[busy]) as hot:
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
         outcomes = apply(job.storage, transitions, actor="job", now=system_now(), run_id="r")
     assert [o.applied for o in outcomes] == [True, True, True, False, True, True]
 
@@ -86,7 +88,8 @@ def test_a_tried_batch_still_leaves_the_user_an_agent_is_writing(two_stores) -> 
 def test_a_jobs_start_and_end_never_wait_for_an_agents_write(two_stores) -> None:
     job, agent = two_stores
     job.remember("ann", "city", "Oslo")
-    with job.storage.lock, write_transaction(agent.storage, users=["ann"]):
+    with job.storage.lock, write_transaction(agent.storage, users=["ann"]) as hot:
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
         job.storage.hot.raw.execute("SET lock_timeout = '3s'")  # waiting would fail the run
         result = run_job(job, "settle", now=system_now(), lock_wait_seconds=0)
         job.storage.hot.raw.execute("RESET lock_timeout")
@@ -122,16 +125,32 @@ def test_many_rows_leaves_other_statements_and_bulk_copies_alone() -> None:
     assert many_rows(insert, [{"at": "1", "actor": "a"}] * (ROWS_PER_STATEMENT + 1)) is None
 
 
-def test_an_agents_recall_waits_for_the_server_four_times(two_stores) -> None:
+def test_an_agents_recall_waits_for_the_server_twice(two_stores) -> None:
     _, agent = two_stores
     agent.remember("ann", "city", "Oslo")
     trips, found = _round_trips(agent, lambda: agent.recall("ann", "city"))
     assert found is not None and found.access_count == 1
-    # BEGIN with the user's lock, the read, the use (the entry's row and its day's count
-    # in one trip), COMMIT.
-    assert trips == 4
+    # BEGIN with the user's lock and the read; the use (the entry's row and its day's
+    # count) with the COMMIT.
+    assert trips == 2
     counted = agent.storage.hot.query("SELECT count FROM uses WHERE memory_id = ?", [found.id])
     assert [row["count"] for row in counted] == [1]
+
+
+def test_an_agents_remember_waits_for_the_server_six_times(two_stores) -> None:
+    _, agent = two_stores
+    agent.remember("ann", "city", "Oslo")
+    trips, memory = _round_trips(agent, lambda: agent.remember("ann", "city", "Rome"))
+    assert memory.value == "Rome"
+    assert agent.recall("ann", "city").value == "Rome"
+    # BEGIN with the user's lock and the current value; the superseded value looked for;
+    # the savepoint with the re-read (hot and cold in one trip); the key's holders; the
+    # release with the writes and the new row read back; COMMIT.
+    assert trips == 6
+    trips, _ = _round_trips(agent, lambda: agent.remember("ann", "tea", "green"))  # a new key
+    assert trips == 6
+    logged = agent.storage.hot.query("SELECT action FROM changes ORDER BY id")
+    assert [row["action"] for row in logged] == ["create", "supersede", "create", "create"]
 
 
 def test_a_jobs_batch_moves_the_trigram_pending_list_in_small_steps(two_stores, monkeypatch):

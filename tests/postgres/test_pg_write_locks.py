@@ -65,7 +65,8 @@ def test_an_agent_of_the_same_user_waits_until_the_write_commits(
         agent.remember("ann", "city", "Oslo")
         done.set()
 
-    with write_transaction(job.storage, users=["ann"]):
+    with write_transaction(job.storage, users=["ann"]) as hot:
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
         worker = threading.Thread(target=remember)
         worker.start()
         _until(lambda: _waiting_on_a_lock(pg_database, agent), "the agent waits for ann's lock")
@@ -82,7 +83,8 @@ def test_a_write_of_everything_waits_for_a_user_scoped_writer(pg_database: str, 
         with write_transaction(job.storage):
             done.set()
 
-    with write_transaction(agent.storage, users=["ann"]):
+    with write_transaction(agent.storage, users=["ann"]) as hot:
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
         worker = threading.Thread(target=write_all)
         worker.start()
         _until(lambda: _waiting_on_a_lock(pg_database, job), "the global writer waits")
@@ -100,8 +102,44 @@ def test_a_job_skips_the_user_an_agent_is_writing_and_applies_the_rest(two_store
         Transition(i, images[i], with_changes(images[i], confidence=0.5), "demote", "test")
         for i in (ann.id, bob.id)
     ]
-    with write_transaction(agent.storage, users=["ann"]):
+    with write_transaction(agent.storage, users=["ann"]) as hot:
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
         outcomes = apply(job.storage, transitions, actor="job", now=system_now(), run_id="r1")
     assert {o.transition.memory_id: o.applied for o in outcomes} == {ann.id: False, bob.id: True}
     assert job.get(ann.id).confidence == pytest.approx(0.9)
     assert job.get(bob.id).confidence == pytest.approx(0.5)
+
+
+def test_a_flush_of_buffered_uses_waits_only_for_writers_of_their_owners(
+    pg_database: str, two_stores
+) -> None:
+    """The MCP server's stores buffer their uses and flush them every few milliseconds: a
+    flush locks the owners of the entries it writes, never the whole memory, so it neither
+    waits for a job's batch of other users nor makes every writer queue behind it."""
+    from memkeeper.storage import use_buffer
+
+    job, agent = two_stores
+    buffer = use_buffer.enable(agent.storage)
+    ann = agent.remember("ann", "city", "Oslo")
+    assert agent.recall("ann", "city").access_count == 1 and buffer.pending(ann.id) == 1
+    done = threading.Event()
+
+    def flush() -> None:
+        use_buffer.flush(agent.storage)
+        done.set()
+
+    agent.storage.hot.thread_setting("lock_timeout", "5s")  # waiting would fail the test
+    with write_transaction(job.storage, users=["bob"]) as hot:  # a batch of another user
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
+        assert use_buffer.flush(agent.storage) == 1  # at once: nothing of ann's is written
+    agent.storage.hot.thread_setting("lock_timeout", None)
+    assert agent.get(ann.id).access_count == 1
+    assert agent.recall("ann", "city").access_count == 2
+    with write_transaction(job.storage, users=["ann"]) as hot:  # a writer of the owner
+        hot.execute("SELECT 1")
+        worker = threading.Thread(target=flush)
+        worker.start()
+        _until(lambda: _waiting_on_a_lock(pg_database, agent), "the flush waits for ann's lock")
+        assert not done.is_set()
+    worker.join(timeout=30)
+    assert done.is_set() and agent.get(ann.id).access_count == 2

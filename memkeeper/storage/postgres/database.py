@@ -25,17 +25,19 @@ How the connection behaves, and why:
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
-from psycopg import sql as psql
-from psycopg.adapt import Loader
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 
 from memkeeper.errors import DatabaseUnreachable
-from memkeeper.storage.postgres.dialect import many_rows, translate
+from memkeeper.storage.postgres.dialect import many_rows, many_updates, translate
+from memkeeper.storage.postgres.numbers import prepared
+from memkeeper.storage.postgres.round_trips import DEFERRED, Pending, retryable
 from memkeeper.storage.postgres.write_locks import (
     Scope,
     blocking_locks,
@@ -46,31 +48,12 @@ from memkeeper.storage.postgres.write_locks import (
 from memkeeper.storage.sqlite.connection import _LAZY_KEYWORDS, _first_keyword, _keys
 
 _SAVEPOINTS = itertools.count(1)
+_TUPLES_OK = ExecStatus.TUPLES_OK
 
-
-class _NumberLoader(Loader):
-    """``numeric`` as ``int`` when whole, else ``float`` (SQLite's types, JSON-friendly)."""
-
-    def load(self, data: bytes | bytearray | memoryview) -> int | float:
-        text = bytes(data).decode("ascii")
-        if "." not in text and "e" not in text.lower() and text not in ("NaN", "Infinity"):
-            return int(text)
-        return float(text)
-
-
-_NUMERIC_OID = 1700  # pg_type's numeric
 
 _IN_TRANSACTION = frozenset(
     {TransactionStatus.INTRANS, TransactionStatus.INERROR, TransactionStatus.ACTIVE}
 )
-
-
-def prepared(raw: psycopg.Connection) -> psycopg.Connection:
-    """``raw`` loading ``numeric`` as SQLite's numbers (once per connection: a store's
-    pool does it when it opens one)."""
-    if raw.adapters.get_loader(_NUMERIC_OID, psycopg.pq.Format.TEXT) is not _NumberLoader:
-        raw.adapters.register_loader("numeric", _NumberLoader)
-    return raw
 
 
 def _bound(value: Any) -> Any:
@@ -83,12 +66,6 @@ def _parameters(parameters: Sequence[Any] | Mapping[str, Any]) -> Any:
     return [_bound(value) for value in parameters]
 
 
-_RETRYABLE = frozenset({"SELECT", "WITH", "BEGIN", "VALUES"})
-"""Statements run again on a fresh connection when the old one turns out dead: they wrote
-nothing (a read, or the opening of a transaction), so running them twice cannot double a
-write. Any other statement's failure reaches the caller as DatabaseUnreachable."""
-
-
 class PostgresConnection:
     """The part of ``sqlite3.Connection`` storage uses, on a psycopg connection.
 
@@ -97,9 +74,14 @@ class PostgresConnection:
     a ``BEGIN`` that found it dead runs once more on the new one. Inside a transaction a lost
     connection fails the transaction (it rolled back on the server): the caller hears
     :class:`~memkeeper.errors.DatabaseUnreachable` and nothing it was writing committed.
+
+    Statements that need no answer of their own wait in :attr:`pending` and go in front of
+    the next one, in the same round trip (:class:`~memkeeper.storage.postgres.round_trips.
+    Pending`): a transaction's ``BEGIN`` and locks, savepoints, writes deferred by
+    :func:`~memkeeper.storage.postgres.round_trips.sent_with_next`.
     """
 
-    __slots__ = ("opener", "raw", "where")
+    __slots__ = ("opener", "pending", "raw", "where")
 
     def __init__(
         self,
@@ -110,10 +92,16 @@ class PostgresConnection:
         self.raw = prepared(raw)
         self.opener = opener
         self.where = where
+        self.pending = Pending()
 
     @property
     def in_transaction(self) -> bool:
-        """In a transaction (a dead connection is in none: its transaction is gone)."""
+        """In a transaction (its ``BEGIN`` perhaps not sent yet; a dead connection is in
+        none: its transaction is gone)."""
+        return self.pending.unopened or self._server_in_transaction
+
+    @property
+    def _server_in_transaction(self) -> bool:
         return self.raw.info.transaction_status in _IN_TRANSACTION
 
     def _reopen(self) -> None:
@@ -125,16 +113,19 @@ class PostgresConnection:
             self.raw.close()
         self.raw = prepared(self.opener())
 
-    def _run(self, call: Callable[[], psycopg.Cursor], sql: str) -> psycopg.Cursor:
+    def _run(
+        self, call: Callable[[], psycopg.Cursor], sql: str, before: Sequence[str] = ()
+    ) -> psycopg.Cursor:
         if self.raw.closed or self.raw.broken:
             self._reopen()
-        outside = not self.in_transaction
+        outside = not self._server_in_transaction
         try:
             return call()
         except psycopg.OperationalError as exc:
             if not self.raw.broken:
                 raise  # a statement's own error (a lock timeout, a cancel): not the link
-            if outside and _first_keyword(sql) in _RETRYABLE:
+            keywords = [_first_keyword(part) for part in (*before, sql)]
+            if outside and retryable(keywords):
                 self._reopen()
                 return call()
             raise DatabaseUnreachable(
@@ -142,17 +133,82 @@ class PostgresConnection:
                 f"{_reason(exc)}); what it was writing did not commit"
             ) from None
 
+    def _text(self, text: str, bound: Any) -> str:
+        """The statement as sent, its parameters quoted in (psycopg's client-side binding)."""
+        return psycopg.ClientCursor(self.raw).mogrify(text, bound)
+
+    def defer(self, sql: str, parameters: Any = None) -> None:
+        """Send ``sql`` with the next statement (its result is never read)."""
+        text = translate(sql, parameters is not None)
+        if parameters is not None:
+            text = self._text(text, _parameters(parameters))
+        self.pending.parts.append(text)
+
     def execute(self, sql: str, parameters: Any = None) -> psycopg.Cursor:
+        if self.pending.deferring and self.in_transaction:
+            self.defer(sql, parameters)
+            return DEFERRED  # type: ignore[return-value]
         if parameters is None:
             text = translate(sql, False)
+            if self.pending.parts:
+                return self._with_pending(text, sql)
             return self._run(lambda: self.raw.execute(text), sql)
         text, bound = translate(sql), _parameters(parameters)
+        if self.pending.parts:
+            return self._with_pending(self._text(text, bound), sql)
         return self._run(lambda: self.raw.execute(text, bound), sql)
+
+    def _with_pending(self, text: str, sql: str) -> psycopg.Cursor:
+        """``text`` sent behind the pending statements in one round trip; the cursor on its
+        own result."""
+        before = self.pending.take()
+        joined = "; ".join([*before, text])
+
+        def call() -> psycopg.Cursor:
+            cursor = self.raw.execute(joined)
+            for _ in before:
+                cursor.nextset()
+            return cursor
+
+        return self._run(call, sql, before)
+
+    def read_together(self, statements: Sequence[tuple[str, Any]]) -> list[list[dict[str, Any]]]:
+        """The rows of several reads (each ``(sql, parameters)``) sent in one round trip,
+        behind any pending statements; each read's rows as dicts, in order."""
+        texts = [self._text(translate(sql), _parameters(params)) for sql, params in statements]
+        before = self.pending.take() if self.pending.parts else []
+        joined = "; ".join([*before, *texts])
+
+        def call() -> list[list[dict[str, Any]]]:
+            cursor = self.raw.execute(joined)
+            for _ in before:
+                cursor.nextset()
+            results = []
+            for n in range(len(texts)):
+                if n:
+                    cursor.nextset()
+                keys = column_names(cursor) or []
+                results.append([dict(zip(keys, row, strict=True)) for row in cursor.fetchall()])
+            return results
+
+        return self._run(call, texts[-1], [*before, *texts[:-1]])  # type: ignore[arg-type,return-value]
+
+    def flush(self) -> None:
+        """Send the pending statements now (someone is about to use the raw connection)."""
+        if self.pending.parts:
+            parts = self.pending.take()
+            self._run(lambda: self.raw.execute("; ".join(parts)), parts[-1], parts[:-1])
 
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
         rows = [_parameters(parameters) for parameters in seq_of_parameters]
         text = translate(sql)
-        merged = many_rows(text, rows) if len(rows) > 1 else None  # an INSERT: one statement
+        # Many rows of one INSERT or of one UPDATE by key: one statement.
+        merged = (many_rows(text, rows) or many_updates(text, rows)) if len(rows) > 1 else None
+        if self.pending.deferring and self.in_transaction:
+            for statement, bound in [merged] if merged else [(text, row) for row in rows]:
+                self.pending.parts.append(self._text(statement, bound))
+            return DEFERRED  # type: ignore[return-value]
+        self.flush()
 
         def many() -> psycopg.Cursor:
             cursor = self.raw.cursor()
@@ -165,12 +221,29 @@ class PostgresConnection:
         return self._run(many, sql)
 
     def cursor(self) -> psycopg.Cursor:
+        self.flush()
         return self.raw.cursor()
 
     def close(self) -> None:
         """Close for good: a closed store's connection is never reopened."""
         self.opener = None
+        self.pending.discard()
         self.raw.close()
+
+
+def column_names(cursor: psycopg.Cursor) -> list[str] | None:
+    """The names of the current result's columns (a repeated one renamed as sqlite-utils
+    does), None when it has no rows. Read from the result itself: psycopg's ``description``
+    builds a ``Column`` per column at every call, a quarter of an agent's CPU."""
+    result = cursor.pgresult
+    if result is None or not (result.nfields or result.status == _TUPLES_OK):
+        return None
+    return list(_unique(tuple(result.fname(i).decode() for i in range(result.nfields))))
+
+
+@functools.lru_cache(maxsize=1024)
+def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(_keys(SimpleNamespace(description=[(name,) for name in names])))  # type: ignore[arg-type]
 
 
 def _reason(exc: psycopg.Error) -> str:
@@ -205,7 +278,9 @@ class PostgresDatabase:
 
     @property
     def raw(self) -> psycopg.Connection:
-        """The psycopg connection (PostgreSQL-only statements: ``psycopg.sql`` compositions)."""
+        """The psycopg connection (PostgreSQL-only statements: ``psycopg.sql`` compositions),
+        with every pending statement sent first."""
+        self.conn.flush()
         return self.conn.raw
 
     def execute(self, sql: str, parameters: Any = None) -> psycopg.Cursor:
@@ -217,46 +292,58 @@ class PostgresDatabase:
 
     def query(self, sql: str, params: Any = None) -> Iterator[dict[str, Any]]:
         cursor = self.execute(sql, params)
-        if cursor.description is None:
+        keys = column_names(cursor)
+        if keys is None:
             raise ValueError("query() is for SQL that returns rows; use execute()")
-        keys = _keys(cursor)  # type: ignore[arg-type]
         if _first_keyword(sql) in _LAZY_KEYWORDS:
             return (dict(zip(keys, row, strict=True)) for row in cursor)
         return iter([dict(zip(keys, row, strict=True)) for row in cursor.fetchall()])
 
     @contextlib.contextmanager
-    def atomic(self, opening: str | None = None) -> Iterator[PostgresDatabase]:
+    def atomic(
+        self, opening: str | None = None, *, answered: bool = False
+    ) -> Iterator[PostgresDatabase]:
         """A transaction, or a savepoint inside one; rolled back when the block raises.
 
-        ``opening``: a statement without parameters sent with the ``BEGIN`` in one round
-        trip (the write locks); inside a transaction it runs after the savepoint.
+        ``opening``: a statement without parameters sent with the ``BEGIN`` (the write
+        locks); inside a transaction it runs after the savepoint. The ``BEGIN``, the opening
+        and a savepoint wait for the block's first statement and go with it, in its round
+        trip (``answered``: the opening is sent at once, :attr:`opened` holding its answer).
         """
-        raw = self.raw
-        if self.conn.in_transaction:
-            name = psql.Identifier(f"memkeeper_{next(_SAVEPOINTS)}")
-            raw.execute(psql.SQL("SAVEPOINT {}").format(name))
+        conn = self.conn
+        pending = conn.pending
+        if conn.in_transaction:
+            name = f'"memkeeper_{next(_SAVEPOINTS)}"'
+            mark = pending.mark()
+            pending.parts.append(f"SAVEPOINT {name}")
             try:
                 if opening is not None:
-                    self.conn.execute(opening)
+                    conn.execute(opening)
                 yield self
             except BaseException:
-                if self.conn.in_transaction and not raw.broken:
-                    raw.execute(psql.SQL("ROLLBACK TO SAVEPOINT {}").format(name))
-                    raw.execute(psql.SQL("RELEASE SAVEPOINT {}").format(name))
+                left = pending.drop_since(mark)  # True: nothing of the savepoint was sent
+                if not left and conn.in_transaction and not conn.raw.broken:
+                    conn.execute(f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
                 raise
-            raw.execute(psql.SQL("RELEASE SAVEPOINT {}").format(name))
+            pending.parts.append(f"RELEASE SAVEPOINT {name}")
             return
-        # On a live connection (a dead one is replaced first), the opening in the same trip.
-        self.opened = self.conn.execute("BEGIN" if opening is None else f"BEGIN; {opening}")
+        begin = ["BEGIN"] if opening is None else ["BEGIN", opening]
+        self.opened = None
+        if answered:  # on a live connection (a dead one is replaced first), in one trip
+            self.opened = conn.execute("; ".join(begin))
+        else:
+            pending.parts[:0] = begin  # nothing else is pending outside a transaction
+            pending.unopened = True
         try:
             yield self
             if self.fence is not None:
-                self.fence(self.conn)
-            self.conn.execute("COMMIT")
+                self.fence(conn)
+            conn.execute("COMMIT")
         except BaseException:
-            if self.conn.in_transaction and not self.raw.broken:
+            pending.discard()
+            if conn.in_transaction and not conn.raw.broken:
                 with contextlib.suppress(psycopg.Error):
-                    self.raw.execute("ROLLBACK")
+                    conn.raw.execute("ROLLBACK")
             raise
 
     @contextlib.contextmanager
@@ -278,7 +365,11 @@ class PostgresDatabase:
             opening, ordered = trying_locks(users or ())
         elif outer:
             opening, scope = blocking_locks(users)
-        with self.atomic(opening):
+        # A user-scoped write's locks go with its first statement (they guard statements:
+        # every read and write of the transaction runs under them); a job's tries are read
+        # at once, and a write of the whole memory takes its lock before the block runs.
+        answered = outer and (scope is None or scope.everything)
+        with self.atomic(opening, answered=answered):
             if outer:
                 if scope is None:  # the tries, answered in the BEGIN's round trip
                     assert self.opened is not None

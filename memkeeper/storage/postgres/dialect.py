@@ -27,6 +27,8 @@ the store runs the same few hundred statements over and over.
 from __future__ import annotations
 
 import functools
+import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -158,7 +160,8 @@ _PLACEHOLDER = re.compile(r"%(?:\((\w+)\))?s")
 _UPDATES_ON = re.compile(r"ON\s+CONFLICT\s*\(([^)]*)\)\s*DO\s+UPDATE", re.IGNORECASE)
 ROWS_PER_STATEMENT = 1000
 """Most rows :func:`many_rows` puts in one statement (a long text is parsed in one piece):
-a bulk copy of more is sent as before, one statement a row in one pipeline."""
+a bulk copy of more is sent as before, one statement a row (in one pipeline, or in the
+string sent with the next statement: :mod:`~memkeeper.storage.postgres.round_trips`)."""
 
 
 def many_rows(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
@@ -199,3 +202,51 @@ def many_rows(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
     group = "(" + ", ".join(["%s"] * width) + ")"
     sql = found.group("head") + ", ".join([group] * len(flat)) + found.group("tail")
     return sql, [value for row in flat for value in row]
+
+
+_ONE_UPDATE = re.compile(
+    r"^\s*UPDATE\s+(?P<table>\w+)\s+SET\s+(?P<sets>\w+\s*=\s*%(?:\(\w+\))?s"
+    r"(?:\s*,\s*\w+\s*=\s*%(?:\(\w+\))?s)*)\s+WHERE\s+(?P<key>\w+)\s*=\s*(?P<at>%(?:\(\w+\))?s)\s*$",
+    re.IGNORECASE,
+)
+_ASSIGNMENT = re.compile(r"(\w+)\s*=\s*%(?:\((\w+)\))?s")
+_JSON_SCALARS = (str, int, float, type(None))
+
+
+def many_updates(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
+    """``executemany(text, rows)`` of a translated ``UPDATE t SET a = %s, ... WHERE key = %s``
+    (every value a parameter) as one statement for every row: the rows as one JSON array
+    read back as ``t``'s own row type (``jsonb_populate_recordset``, so each value has its
+    column's type), joined on the key. None when ``text`` is not such an update, a key
+    repeats (an ``UPDATE ... FROM`` changes a row once: sent one by one, the last wins), or
+    a value is not a plain JSON scalar. Its ``rowcount`` is the rows updated, as
+    ``executemany``'s."""
+    found = _ONE_UPDATE.match(text)
+    if found is None or not rows or len(rows) > ROWS_PER_STATEMENT:
+        return None
+    pairs = _ASSIGNMENT.findall(found.group("sets"))
+    columns = [column for column, _ in pairs]
+    key, at = found.group("key"), found.group("at")
+    named = all(name for _, name in pairs) and at != "%s"
+    if not named and (any(name for _, name in pairs) or at != "%s"):
+        return None
+    if named:
+        key_name = at[2:-2]
+        objects = [{key: row[key_name], **{c: row[name] for c, name in pairs}} for row in rows]
+    else:
+        if any(len(row) != len(columns) + 1 for row in rows):
+            return None
+        objects = [{key: row[-1], **dict(zip(columns, row[:-1], strict=True))} for row in rows]
+    values = [value for item in objects for value in item.values()]
+    if len({item[key] for item in objects}) != len(objects) or not all(
+        isinstance(v, _JSON_SCALARS) and (not isinstance(v, float) or math.isfinite(v))
+        for v in values
+    ):
+        return None
+    table = found.group("table")
+    sets = ", ".join(f"{column} = v.{column}" for column in columns)
+    sql = (
+        f"UPDATE {table} AS t SET {sets} FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb)"
+        f" AS v WHERE t.{key} = v.{key}"
+    )
+    return sql, [json.dumps(objects, ensure_ascii=False)]

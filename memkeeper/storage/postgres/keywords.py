@@ -21,6 +21,7 @@ SQLite's folds ASCII): for letters outside ASCII PostgreSQL may find a candidate
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 MIN_TRIGRAM_CHARS = 3
@@ -36,21 +37,25 @@ def like_operator(db: Any) -> str:
     return "ILIKE" if is_postgres(db) else "LIKE"
 
 
-def ordered_rows(table: str, where: str, columns: Sequence[str]) -> str:
-    """The statement of a small user's rows (``where``, then ``LIMIT ?``) in rowid order.
+def ordered_rows(
+    db: Any, table: str, where: str, params: list[object], columns: Sequence[str]
+) -> list[tuple[Any, ...]]:
+    """A small user's rows (``where``, then ``LIMIT ?`` in ``params``) in rowid order.
 
     SQLite reads them through its owner index in rowid order, whatever was written since;
     PostgreSQL returns equal index keys in the order of their tuples, which every update of
     an entry (a search marking its hits used) moves. Search keeps a small user's keyword
     postings by the exact sequence of its rows (:mod:`memkeeper.store.bm25_index`), so an
     order that changes with each search rebuilt them every time (3 ms of a search of 500
-    entries). The ``LIMIT`` stays inside: at most that many rows are sorted."""
-    inner = ", ".join(f"m.{c}" for c in columns)
-    outer = ", ".join(f"s.{c}" for c in columns)
-    return (
-        f"SELECT {outer} FROM (SELECT m.rowid AS sort_rowid, {inner} FROM {table} AS m"
-        f" WHERE {where} LIMIT ?) AS s ORDER BY s.sort_rowid"
-    )
+    entries). The rows are sorted here, not by the server: the same order, without a sort
+    step in the statement (a third of its time on the server for 500 rows). The ``LIMIT``
+    applies before the sort, as SQLite's does."""
+    names = ", ".join(f"m.{c}" for c in columns)
+    rows = db.conn.execute(
+        f"SELECT m.rowid, {names} FROM {table} AS m WHERE {where} LIMIT ?", params
+    ).fetchall()
+    rows.sort(key=itemgetter(0))
+    return [row[1:] for row in rows]
 
 
 def trigram_rows(

@@ -38,6 +38,7 @@ from psycopg import sql
 from memkeeper.logs import get_logger
 from memkeeper.storage.postgres.database import PostgresDatabase
 from memkeeper.storage.postgres.pool import Pool
+from memkeeper.storage.postgres.round_trips import Pending
 from memkeeper.storage.postgres.write_locks import Scope
 
 log = get_logger(__name__)
@@ -143,6 +144,7 @@ class ConnectionLease:
 
     def _give_back(self, held: _Held) -> None:
         raw = held.db.conn.raw
+        held.db.conn.pending.discard()  # never sent: nothing to roll back of them
         if held.db.conn.in_transaction and not raw.broken:
             log.warning("a lease ended inside a transaction: rolled back", where=self.where)
             with contextlib.suppress(psycopg.Error):
@@ -195,6 +197,11 @@ class _ThreadConnection:
         db = self._lease.current()
         return db is not None and db.conn.in_transaction
 
+    @property
+    def pending(self) -> Pending:
+        """The statements the thread's connection sends with its next one (in a lease)."""
+        return _leased(self._lease).conn.pending
+
     def execute(self, sql: str, parameters: Any = None) -> psycopg.Cursor:
         db = self._lease.current()
         if db is not None:
@@ -208,6 +215,11 @@ class _ThreadConnection:
             return db.conn.executemany(sql, seq_of_parameters)
         with self._lease:
             return self._lease.current().conn.executemany(sql, seq_of_parameters)  # type: ignore[union-attr]
+
+    def read_together(self, statements: Any) -> list[list[dict[str, Any]]]:
+        """Several reads in one round trip (:meth:`PostgresConnection.read_together`)."""
+        with self._lease:
+            return _leased(self._lease).conn.read_together(statements)
 
     @property
     def raw(self) -> psycopg.Connection:

@@ -1,14 +1,24 @@
-"""Several writes in one round trip to the server: psycopg's pipeline mode, as storage uses it.
+"""Fewer round trips to the server: statements sent with the next one, as storage uses it.
 
-A maintenance job's batch is a handful of statements (the hot rows, the cold rows, the
-change-log rows); each sent on its own costs a round trip, and on a busy host a round trip
-costs more than the statement. In pipeline mode they are sent together and the server's
-answers read once, at the end of the block (``executemany`` rides the same pipeline). Only
-for statements whose results are not read before the block ends: an error in any of them
-is raised when it ends, and the transaction around it is then rolled back by its owner.
+On PostgreSQL every statement sent on its own is a round trip, and on a busy host a round
+trip costs more than the statement: an agent's recall was four (``BEGIN`` with its locks,
+the read, the use's writes, ``COMMIT``), most of what it cost. Statements that need no
+answer of their own therefore wait in the connection's :class:`Pending` and go to the server
+in front of the next statement, in one simple-query string (one round trip; parameters are
+bound client-side, so the text is final): the server runs them in order and stops at the
+first error, which fails the statement that carried them, and the transaction around them
+then rolls back as it would have. Which statements wait:
 
-A connection lost meanwhile is reported as on any other statement
-(:class:`~memkeeper.errors.DatabaseUnreachable`: what it was writing did not commit).
+- a transaction's ``BEGIN`` and its write locks (a user-scoped write's locks are taken with
+  its first statement, in the same trip: every read and write of it runs under them);
+- a savepoint and its release;
+- writes whose result nobody reads, inside a transaction (:func:`sent_with_next`): a
+  recall's or a search's uses, a batch's writes. The ``COMMIT`` carries what is left, so a
+  recall is two round trips: ``BEGIN``, its locks and the read; the use's writes and the
+  ``COMMIT``.
+
+Someone about to use the psycopg connection itself (``db.raw``) sends them first; a
+rollback forgets those never sent.
 """
 
 from __future__ import annotations
@@ -17,42 +27,88 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 
-from memkeeper.errors import DatabaseUnreachable
+class Pending:
+    """A connection's statements not sent yet (final text, parameters bound client-side).
+
+    ``unopened``: the transaction's ``BEGIN`` is among them (the connection is in a
+    transaction as far as its callers know, not yet as far as the server knows). ``sends``
+    counts how often they were sent, so a savepoint can tell whether its ``SAVEPOINT`` left.
+    ``deferring``: inside :func:`sent_with_next`, statements join them instead of leaving.
+    """
+
+    __slots__ = ("deferring", "parts", "sends", "unopened")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.unopened = False
+        self.sends = 0
+        self.deferring = 0
+
+    def take(self) -> list[str]:
+        """The statements to send now (they count as sent: the transaction is open)."""
+        parts, self.parts = self.parts, []
+        self.unopened = False
+        self.sends += 1
+        return parts
+
+    def mark(self) -> tuple[int, int]:
+        """Where the statements deferred from now on start (see :meth:`drop_since`)."""
+        return self.sends, len(self.parts)
+
+    def drop_since(self, mark: tuple[int, int]) -> bool:
+        """Forget the statements deferred since ``mark``; False when they were sent already
+        (the server must roll them back), True when none of them left."""
+        if mark[0] == self.sends:
+            del self.parts[mark[1] :]
+            return True
+        self.parts.clear()
+        return False
+
+    def discard(self) -> None:
+        """Forget everything not sent (the transaction rolls back)."""
+        self.parts.clear()
+        self.unopened = False
+
+
+class Deferred:
+    """What a deferred statement returns: it has no result yet (``rowcount`` -1, as a
+    pipelined statement's before its answers are read)."""
+
+    rowcount = -1
+    description = None
+
+    def fetchone(self) -> Any:
+        raise RuntimeError("a statement sent with the next one has no result to read")
+
+    fetchall = fetchone
+
+
+DEFERRED = Deferred()
+
+
+_RETRYABLE_PARTS = frozenset({"SELECT", "WITH", "BEGIN", "VALUES", "SAVEPOINT", "RELEASE"})
+"""The statements that may be sent twice when the connection turns out dead before any
+answer: reads, and the opening of a transaction and its savepoints (nothing committed)."""
+
+
+def retryable(keywords: list[str]) -> bool:
+    """Whether statements opening with these keywords, sent together outside a transaction,
+    may be sent again on a new connection (nothing of theirs can have committed)."""
+    return all(keyword in _RETRYABLE_PARTS for keyword in keywords)
 
 
 @contextlib.contextmanager
-def pipelined(db: Any) -> Iterator[None]:
-    """The statements ``db`` runs in the block, sent together (see the module docstring)."""
-    raw = db.raw
-    pipeline = raw.pipeline()
-    pipeline.__enter__()
+def sent_with_next(db: Any) -> Iterator[None]:
+    """The writes ``db`` runs in the block (inside a transaction, results never read) sent
+    with the statement after it: the ``COMMIT`` at the latest (see :class:`Pending`). On
+    SQLite (no round trips) the block runs as it is."""
+    if getattr(db, "dialect", "sqlite") != "postgres" or not db.conn.in_transaction:
+        yield
+        return
+    pending = db.conn.pending
+    pending.deferring += 1
     try:
         yield
-    except BaseException as exc:
-        if not raw.broken:
-            if not pipeline.__exit__(type(exc), exc, exc.__traceback__):
-                raise
-            return
-        # The link is gone: leaving pipeline mode cannot reach the server, and saying so
-        # (psycopg would log it) adds nothing to the error the block raises.
-        with contextlib.suppress(psycopg.Error):
-            pipeline.__exit__(None, None, None)
-        if isinstance(exc, psycopg.OperationalError):
-            raise _unreachable(exc) from None
-        raise
-    try:
-        pipeline.__exit__(None, None, None)
-    except psycopg.OperationalError as exc:
-        if not raw.broken:
-            raise
-        raise _unreachable(exc) from None
-
-
-def _unreachable(exc: psycopg.Error) -> DatabaseUnreachable:
-    reason = (str(exc).strip().splitlines() or ["connection lost"])[0]
-    return DatabaseUnreachable(
-        f"the connection to PostgreSQL was lost during a write ({reason}); what it was "
-        "writing did not commit"
-    )
+    finally:
+        pending.deferring -= 1

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -30,6 +32,7 @@ from memkeeper.clock import system_now
 from memkeeper.errors import DatabaseMissing
 from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT, Storage
 from memkeeper.storage.postgres.database import prepared
+from memkeeper.storage.postgres.images import current_images
 from memkeeper.storage.postgres.job_locks import AdvisoryLock
 from memkeeper.storage.postgres.leases import ConnectionLease, PooledDatabase
 from memkeeper.storage.postgres.pool import (
@@ -156,6 +159,10 @@ class PostgresStorage(Storage):
     def cold(self, *, create: bool) -> PooledDatabase:  # type: ignore[override]
         """Cold storage: the same database (its table ``cold_memories``)."""
         return self.hot  # type: ignore[return-value]
+
+    def current_images(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Where each id lives now: hot and cold read in one round trip."""
+        return current_images(self.hot, ids)
 
     def check_cold_file(self, cold: object) -> None:
         """No file to be swapped or deleted under us: the table is in the same database."""
