@@ -82,6 +82,7 @@ def _drive(
         worker.start()
     latencies: dict[str, list[float]] = defaultdict(list)
     errors: Counter[str] = Counter()
+    client_cpu = 0.0
     try:
         for _ in workers:  # every child has imported what it needs and connected
             up.get(timeout=120)
@@ -92,7 +93,8 @@ def _drive(
             time.sleep(0.02)
         stop.set()
         for _ in workers:
-            got, failed = results.get(timeout=120)
+            got, failed, cpu_used = results.get(timeout=120)
+            client_cpu += cpu_used
             for tool, values in got.items():
                 latencies[tool].extend(values)
             errors.update(failed)
@@ -103,7 +105,13 @@ def _drive(
         go.set()
         for worker in workers:
             worker.join(timeout=30)
-    return {"latencies": latencies, "errors": errors, "seconds": seconds, "cpu_seconds": cpu}
+    return {
+        "latencies": latencies,
+        "errors": errors,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "client_cpu_seconds": client_cpu,
+    }
 
 
 def _cpu_seconds() -> float:
@@ -146,6 +154,9 @@ def _summary(run: dict[str, Any], pass_cpu_seconds: float = 0.0) -> dict[str, An
             round(1000 * max(0.0, run["cpu_seconds"] - pass_cpu_seconds) / calls, 3)
             if calls
             else None
+        ),
+        "client_cpu_ms_per_call": (
+            round(1000 * run["client_cpu_seconds"] / calls, 3) if calls else None
         ),
         "errors": sum(run["errors"].values()),
         "error_samples": [text for text, _ in run["errors"].most_common(3)],
@@ -237,6 +248,7 @@ def mcp_table(figures: dict[str, Any]) -> str:
         lines.append(
             f"{phase:<12}{'all':<10}{part['calls_per_second']:>7} calls/s, {part['errors']} errors"
             f"; recall+search {part['recall_search_per_second']} calls/s, p99 "
-            f"{reads.get('p99_ms')} ms; server CPU {part['server_cpu_ms_per_call']} ms/call"
+            f"{reads.get('p99_ms')} ms; server CPU {part['server_cpu_ms_per_call']} ms/call, "
+            f"clients' {part['client_cpu_ms_per_call']} ms/call"
         )
     return "\n".join(lines)
