@@ -110,6 +110,7 @@ class FastCalls:
         self.origins = tuple(allowed_origins)
         self.server_info = server_info
         self._valid: dict[str, bool] = {}
+        self.answered = 0  # calls answered here (for tests and logs)
 
     def recognize(self, scope: Scope, body: bytes) -> FastCall | None:
         """The call, if this request is one answered here; None: the SDK's to answer."""
@@ -184,6 +185,7 @@ class FastCalls:
 
     async def answer(self, call: FastCall, principal: Principal, send: Send) -> None:
         """Run the call and send the SDK's response for it."""
+        self.answered += 1
         data, failed = await run_tool(
             self.stores, partial(_given, principal), call.client, call.name, call.arguments
         )

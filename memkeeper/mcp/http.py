@@ -158,6 +158,7 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
         lifespan=lifespan,
     )
     app.state.sessions = sessions  # for HttpServer.open_sessions
+    app.state.fast = fast
     # A ref made here around the caller's store is closed when serving stops (its use
     # buffer written, its flusher stopped); a ref given in stays its owner's.
     app.state.own_stores = stores if stores is not store else None
