@@ -5,7 +5,9 @@ for the whole server): the bearer token to a principal (401; more than one
 ``Authorization`` header: 400), the body size (413), the nesting depth of the body (400, a
 JSON-RPC parse error, before any parser recurses into it), and for a request that would
 open a stateful session, the principal's cap on open sessions (429,
-:mod:`memkeeper.mcp.sessions`). The principal goes on in ``scope["state"]``
+:mod:`memkeeper.mcp.sessions`). A plain stateless ``tools/call`` is then answered by
+:mod:`memkeeper.mcp.fast_call` (the SDK's exact response, without its generic request
+path); any other request goes on to the SDK with its principal in ``scope["state"]``
 (:func:`principal_of_request`): identity is per request, not per session.
 """
 
