@@ -19,10 +19,14 @@ def test_bench_reports_each_tools_latency_during_a_pass_and_without(
     figures = json.loads(capsys.readouterr().out)
     assert figures["clients"] == 2 and figures["memories"] == 400
     assert figures["pass"]["ok"] is True and figures["pass"]["changes"] > 0
+    assert figures["server"]["processes"] == 1
+    calls = sum(figures[phase]["recall_search"]["calls"] for phase in ("during_pass", "no_pass"))
+    assert figures["server"]["fast_path_calls"] >= calls  # every stateless call took it
     for phase in ("during_pass", "no_pass"):
         part = figures[phase]
         assert part["errors"] == 0, part["error_samples"]
         assert part["recall_search_per_second"] > 0
+        assert part["server_cpu_ms_per_call"] > 0 and part["client_cpu_ms_per_call"] > 0
         reads = part["recall_search"]
         assert reads["calls"] == part["tools"]["recall"]["calls"] + part["tools"]["search"]["calls"]
         assert set(part["tools"]) <= set(TOOLS) and part["tools"]

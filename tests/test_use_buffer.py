@@ -234,3 +234,33 @@ def test_the_event_loop_answers_reads_and_hands_writes_and_embeddings_to_a_threa
             assert store is not None and _changes(store) == before  # the loop wrote nothing
     with MemoryStore(db_path, config=Config()) as store:
         assert store.get(active.id).access_count == 3  # 2 recalls and a search, written
+
+
+def test_a_recall_of_a_missing_key_only_reads_even_while_another_writer_holds_the_lock(
+    db_path: Path,
+) -> None:
+    """A miss has nothing to mark or restore: on the event loop (reads_only) it answers
+    None, with a cold file (it raised NeedsWrite, sending the call to a thread that took
+    the write lock for nothing) and without one (it took the write lock on the loop itself,
+    waiting for another writer)."""
+    import sqlite3
+
+    from memkeeper.config.schema import DatabaseSection
+
+    config = Config(database=DatabaseSection(busy_timeout_ms=50))
+    with MemoryStore(db_path, config=config) as store:
+        store.remember("alice", "city", "Beijing")
+        use_buffer.enable(store.storage)
+        other = sqlite3.connect(db_path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            for cold in (False, True):
+                if cold:
+                    assert store.storage.cold(create=True) is not None
+                with use_buffer.reads_only():
+                    assert store.recall("alice", "country") is None
+                    assert store.recall("alice", "city").value == "Beijing"
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert store.recall("alice", "country") is None

@@ -12,7 +12,9 @@ least once in each phase. Each call's latency is measured at the client, per too
 recall+search calls per second are reported on their own (the README's target: 500/s with
 8 clients, p99 at most 50 ms, 100 ms during a pass), and so is the server process's CPU time
 per call (``server_cpu_ms_per_call``: the process's CPU seconds over the phase, less the
-pass thread's own, over the calls), which does not depend on what else the machine runs.
+pass thread's own, over the calls), which does not depend on what else the machine runs,
+and the clients' (``client_cpu_ms_per_call``: what each client process spent meanwhile,
+over the calls), since they take their CPU from the same cores.
 
 The clients share the machine's cores with the server (they are separate processes, not
 separate hosts), so on a small machine the figures are a lower bound of the server's.
@@ -82,6 +84,7 @@ def _drive(
         worker.start()
     latencies: dict[str, list[float]] = defaultdict(list)
     errors: Counter[str] = Counter()
+    client_cpu = 0.0
     try:
         for _ in workers:  # every child has imported what it needs and connected
             up.get(timeout=120)
@@ -92,7 +95,8 @@ def _drive(
             time.sleep(0.02)
         stop.set()
         for _ in workers:
-            got, failed = results.get(timeout=120)
+            got, failed, cpu_used = results.get(timeout=120)
+            client_cpu += cpu_used
             for tool, values in got.items():
                 latencies[tool].extend(values)
             errors.update(failed)
@@ -103,7 +107,13 @@ def _drive(
         go.set()
         for worker in workers:
             worker.join(timeout=30)
-    return {"latencies": latencies, "errors": errors, "seconds": seconds, "cpu_seconds": cpu}
+    return {
+        "latencies": latencies,
+        "errors": errors,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "client_cpu_seconds": client_cpu,
+    }
 
 
 def _cpu_seconds() -> float:
@@ -146,6 +156,9 @@ def _summary(run: dict[str, Any], pass_cpu_seconds: float = 0.0) -> dict[str, An
             round(1000 * max(0.0, run["cpu_seconds"] - pass_cpu_seconds) / calls, 3)
             if calls
             else None
+        ),
+        "client_cpu_ms_per_call": (
+            round(1000 * run["client_cpu_seconds"] / calls, 3) if calls else None
         ),
         "errors": sum(run["errors"].values()),
         "error_samples": [text for text, _ in run["errors"].most_common(3)],
@@ -200,11 +213,16 @@ def measure_mcp_load(
 
             say(f"{clients} MCP clients with no pass")
             idle = _drive(server.url, tokens, lambda: time.monotonic() >= idle_until[0], idle_start)
+            fast = server.app.state.fast
+            fast_calls = fast.answered if fast is not None else 0
         finally:
             server.stop()
             store.close()
     return {
         "clients": clients,
+        # One server process (the event loop and the pass in it, as run --mcp); the calls
+        # the fast path answered (memkeeper.mcp.fast_call) rather than the SDK.
+        "server": {"processes": 1, "fast_path_calls": fast_calls},
         "memories": memories,
         "users": users,
         "pass": {
@@ -220,7 +238,8 @@ def measure_mcp_load(
 def mcp_table(figures: dict[str, Any]) -> str:
     """The figures as a small text table, one line per tool and phase."""
     lines = [
-        f"MCP over HTTP: {figures['clients']} clients, {figures['memories']:,} memories; pass "
+        f"MCP over HTTP: {figures['clients']} clients, {figures['memories']:,} memories, "
+        f"{figures['server']['processes']} server process; pass "
         f"{figures['pass']['seconds']} s, {figures['pass']['changes']} changes, "
         f"{'ok' if figures['pass']['ok'] else 'FAILED'}",
         f"{'phase':<12}{'tool':<10}{'calls':>7}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
@@ -237,6 +256,7 @@ def mcp_table(figures: dict[str, Any]) -> str:
         lines.append(
             f"{phase:<12}{'all':<10}{part['calls_per_second']:>7} calls/s, {part['errors']} errors"
             f"; recall+search {part['recall_search_per_second']} calls/s, p99 "
-            f"{reads.get('p99_ms')} ms; server CPU {part['server_cpu_ms_per_call']} ms/call"
+            f"{reads.get('p99_ms')} ms; server CPU {part['server_cpu_ms_per_call']} ms/call, "
+            f"clients' {part['client_cpu_ms_per_call']} ms/call"
         )
     return "\n".join(lines)

@@ -5,7 +5,9 @@ for the whole server): the bearer token to a principal (401; more than one
 ``Authorization`` header: 400), the body size (413), the nesting depth of the body (400, a
 JSON-RPC parse error, before any parser recurses into it), and for a request that would
 open a stateful session, the principal's cap on open sessions (429,
-:mod:`memkeeper.mcp.sessions`). The principal goes on in ``scope["state"]``
+:mod:`memkeeper.mcp.sessions`). A plain stateless ``tools/call`` is then answered by
+:mod:`memkeeper.mcp.fast_call` (the SDK's exact response, without its generic request
+path); any other request goes on to the SDK with its principal in ``scope["state"]``
 (:func:`principal_of_request`): identity is per request, not per session.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 from memkeeper import logs
 from memkeeper.errors import MemkeeperError
 from memkeeper.mcp.auth import Principal, TokenTable
+from memkeeper.mcp.fast_call import FastCalls
 from memkeeper.mcp.sessions import SessionLimits
 
 log = logs.get_logger("memkeeper.mcp")
@@ -48,6 +51,7 @@ class HttpPlan:
     allowed_origins: tuple[str, ...]
     session_idle_seconds: float = 300.0
     max_sessions_per_principal: int = 16
+    fast_calls: bool = True  # plain stateless tools/call answered by memkeeper.mcp.fast_call
 
 
 async def _answer(send: Send, status: int, message: str, headers: list[Any] | None = None) -> None:
@@ -124,10 +128,17 @@ class Gate:
     """The ASGI layer before the SDK: bearer token → principal, limits on size, depth and
     sessions."""
 
-    def __init__(self, app: App, plan: HttpPlan, sessions: SessionLimits | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        plan: HttpPlan,
+        sessions: SessionLimits | None = None,
+        fast: FastCalls | None = None,
+    ) -> None:
         self.app = app
         self.plan = plan
         self.sessions = sessions
+        self.fast = fast
 
     def _principal(self, scope: Scope) -> tuple[Principal | None, str]:
         headers = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
@@ -177,6 +188,11 @@ class Gate:
             log.info("refused an MCP request", reason="JSON nested too deep", peer=_peer(scope))
             await _parse_error(send, f"Parse error: JSON nested deeper than {MAX_JSON_DEPTH}")
             return
+        if self.fast is not None:
+            call = self.fast.recognize(scope, body)
+            if call is not None:
+                await self.fast.answer(call, principal, send)
+                return
         sent = False
 
         async def replay() -> Message:

@@ -17,8 +17,10 @@ of the SDK, :class:`Gate`, for every request:
 2. reads the body up to ``[mcp] max_request_bytes``: more (declared or sent) gets 413; a
    body nested deeper than :data:`MAX_JSON_DEPTH` gets 400 with a JSON-RPC parse error
    (before any parser recurses into it);
-3. hands the request on with its principal in ``scope["state"]``, where the tool handler
-   reads it (:func:`principal_of_request`): identity is per request, not per session.
+3. answers a plain stateless ``tools/call`` itself, as the SDK would
+   (:mod:`memkeeper.mcp.fast_call`: the SDK's generic path cost as much CPU as the call);
+4. hands any other request on with its principal in ``scope["state"]``, where the tool
+   handler reads it (:func:`principal_of_request`): identity is per request, not per session.
 
 DNS-rebinding protection is on: only the loopback names on the server's port and
 ``[mcp] allowed_hosts`` are accepted as Host (421 otherwise).
@@ -122,8 +124,19 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
         ],
     )
     stores = StoreRef.of(store)
+    server = build_server(stores, principal_of_request)
+    fast = None
+    if plan.fast_calls:
+        from memkeeper.mcp.fast_call import FastCalls
+
+        fast = FastCalls(
+            stores,
+            allowed_hosts=security.allowed_hosts,
+            allowed_origins=security.allowed_origins,
+            server_info=server.server_info_stamp,
+        )
     manager = StreamableHTTPSessionManager(
-        build_server(stores, principal_of_request),
+        server,
         security_settings=security,
         # Answers as plain JSON, not an SSE stream: memkeeper sends no notifications, and a
         # 2026-07-28 call is then served in the request's own task (no sibling task, no
@@ -141,10 +154,11 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
             yield
 
     app = Starlette(
-        routes=[Route("/mcp", endpoint=Gate(manager.handle_request, plan, sessions))],
+        routes=[Route("/mcp", endpoint=Gate(manager.handle_request, plan, sessions, fast))],
         lifespan=lifespan,
     )
     app.state.sessions = sessions  # for HttpServer.open_sessions
+    app.state.fast = fast
     # A ref made here around the caller's store is closed when serving stops (its use
     # buffer written, its flusher stopped); a ref given in stays its owner's.
     app.state.own_stores = stores if stores is not store else None

@@ -21,7 +21,6 @@ its type. An unknown tool or prompt, or malformed params, get the protocol's err
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -35,9 +34,9 @@ from mcp.shared.exceptions import MCPError
 
 from memkeeper import __version__, logs
 from memkeeper.errors import MemkeeperError
+from memkeeper.mcp.answer import error_text, result_text, run_tool
 from memkeeper.mcp.auth import Principal
-from memkeeper.mcp.calls import Caller, call, client_name
-from memkeeper.mcp.inline import answer_inline
+from memkeeper.mcp.calls import Caller, client_name
 from memkeeper.mcp.prompts import PROMPTS, prompt_result
 from memkeeper.mcp.schemas import TOOLS, ToolSpec
 from memkeeper.mcp.store_ref import StoreRef
@@ -78,15 +77,14 @@ def mcp_tools() -> list[types.Tool]:
 
 
 def _result(data: dict[str, Any]) -> types.CallToolResult:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=data
+        content=[types.TextContent(type="text", text=result_text(data))], structured_content=data
     )
 
 
 def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=logs.redact(message))], is_error=True
+        content=[types.TextContent(type="text", text=error_text(message))], is_error=True
     )
 
 
@@ -133,26 +131,18 @@ def build_server(
     async def call_tool(
         context: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        name = params.name
-        client = caller_client(context)
-        tool = name[:64]  # the client's word: kept short in logs and messages
-        try:
-            caller = Caller(principal_of(context), client)
-            data = answer_inline(stores, caller, name, params.arguments)
-            if data is None:
-                data = await anyio.to_thread.run_sync(
-                    partial(call, stores, caller, name, params.arguments), limiter=stores.limiter
-                )
-        except MemkeeperError as exc:
-            log.info("tool call refused", tool=tool, client=client, error=logs.redact(str(exc)))
-            return _error(str(exc))
-        except Exception as exc:
-            logs.log_failure(log, "tool call failed", exc, tool=tool, client=client)
-            return _error(f"internal error in {tool} ({type(exc).__name__}); see the server log")
-        log.debug("tool call", tool=tool, client=client, principal=caller.principal.label)
+        data, failed = await run_tool(
+            stores,
+            partial(principal_of, context),
+            caller_client(context),
+            params.name,
+            params.arguments,
+        )
         if input_state is not None and input_state.ended:
-            log.info("the client left during a tool call; its answer is dropped", tool=tool)
-        return _result(data)
+            log.info(
+                "the client left during a tool call; its answer is dropped", tool=params.name[:64]
+            )
+        return _result(data) if data is not None else _error(failed or "")
 
     async def list_prompts(
         _context: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None

@@ -74,11 +74,14 @@ def _recall_and_mark(
     if buffering(storage) is not None:
         with storage.lock:
             found = memory_reads.live_by_key(storage.hot, user_id, namespace, key, kinds)
+            if found is None and _peek(core, user_id, namespace, key, kinds) is None:
+                # In neither file (the hot one read again, then the cold one): nothing to
+                # mark or restore, so no write transaction, which on the MCP server's event
+                # loop would wait for the write lock.
+                return None
         if found is not None and found["state"] == "active":
             return _buffer_use(core, image_of(found), "recall")
-        # Pending review (a renewal to log) or not in the hot file: the write path below.
-        if found is not None or storage.cold(create=False) is not None:
-            may_write()
+        may_write()  # pending review (a renewal to log) or in cold storage: the write path
     with storage.lock:
         with write_transaction(storage, users=[user_id]):
             now = core.now()
