@@ -38,7 +38,7 @@ from memkeeper import logs
 from memkeeper.clock import to_db
 from memkeeper.config import JOB_ORDER, Config
 from memkeeper.errors import LockBusy
-from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.maintenance.locks import job_lock, jobs_lock
 from memkeeper.maintenance.runner import (
     JobResult,
     RunOptions,
@@ -128,8 +128,9 @@ def run_due(
 def mark_abandoned_runs(store: MemoryStore) -> int:
     """Mark runs left ``running`` by a killed process as ``interrupted``; returns how many.
 
-    Only done while holding the job lock: then no other process is running a job, so every
-    ``running`` row is a leftover. If the lock is taken, nothing is marked (next start will).
+    Only done while holding the ``jobs`` lock exclusively: then no other process is running a
+    job, so every ``running`` row is a leftover. If it is taken (a job or an undo runs
+    elsewhere), nothing is marked here; each job's next run marks its own.
     """
     lock = jobs_lock(store.storage)
     try:
@@ -200,9 +201,9 @@ class ServiceJobs:
         return results
 
     def _take_job_lock(self, name: str) -> bool:
-        """Take the job lock, waiting while another process (a run-once, another host) runs
-        a job; False if a stop came first. Held, it is re-entered by the runner."""
-        lock = jobs_lock(self.store.storage)
+        """Take the job's lock, waiting while another process (a run-once, another host) runs
+        the same job or an undo; False if a stop came first. Held, the runner re-enters it."""
+        lock = job_lock(self.store.storage, name)
         announced = False
         while not self.stop_event.is_set():
             try:
@@ -217,7 +218,7 @@ class ServiceJobs:
         return False
 
     def _run(self, name: str, trigger: str) -> JobResult | None:
-        lock = jobs_lock(self.store.storage)
+        lock = job_lock(self.store.storage, name)
         try:
             if not self._take_job_lock(name):
                 return None
