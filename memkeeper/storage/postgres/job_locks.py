@@ -201,7 +201,8 @@ class AdvisoryLock:
         self.epoch = leadership.bump_epoch(
             conn, self.schema, mine, host=leadership.host_name(), pid=os.getpid(), now=system_now()
         )
-        self.epochs = {mine: self.epoch}
+        # A shared holder's own row moves with every other shared holder: not checked.
+        self.epochs = {} if self.shared else {mine: self.epoch}
         if self.shared or self.name in leadership.TAKEN_SHARED:
             self.epochs[other] = leadership.read_epoch(conn, self.schema, other)
 
