@@ -12,7 +12,7 @@ import pytest
 from memkeeper import MemoryStore
 from memkeeper.clock import system_now
 from memkeeper.errors import LockLost
-from memkeeper.maintenance.locks import job_lock, jobs_lock
+from memkeeper.maintenance.locks import job_lock, jobs_lock, set_takeover
 from memkeeper.storage import job_runs
 from memkeeper.storage.postgres import leadership
 from memkeeper.storage.postgres.leadership import bump_epoch
@@ -96,3 +96,44 @@ def test_a_new_holder_ends_only_a_stalled_check_not_another_jobs_transaction(
         busy.join(30)
         stalled.close()
         working.close()
+
+
+def test_a_jobs_session_limit_holds_on_a_connection_that_replaced_a_lost_one(
+    pg_database: str,
+) -> None:
+    """The store reconnects mid-job (its backend was killed): the new session has the job's
+    idle-in-transaction limit too (it once had the server's default, 0: a holder paused in a
+    transaction there would have kept its locks from the next holder)."""
+    with MemoryStore(pg_database) as store:
+        set_takeover(store.storage, 7)
+        hot = store.storage.hot
+        with job_lock(store.storage, "expire").hold(), store.storage.lock:
+            show = "SHOW idle_in_transaction_session_timeout"
+            assert hot.execute(show).fetchone()[0] == "7s"
+            [(backend,)] = hot.execute("SELECT pg_backend_pid()").fetchall()
+            with psycopg.connect(pg_database, autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", (backend,))
+            [(again,)] = hot.execute("SELECT pg_backend_pid()").fetchall()  # reconnected
+            assert again != backend
+            assert hot.execute(show).fetchone()[0] == "7s"
+        with store.storage.lock:  # released: the pool's next borrower has no limit
+            assert hot.execute(show).fetchone()[0] == "0"
+
+
+def test_a_write_outside_a_transaction_of_a_job_is_fenced_too(pg_database: str) -> None:
+    """A statement written without a transaction would commit by itself, past the commit
+    check: under a job lock it gets a transaction of its own, checked like any other."""
+    with MemoryStore(pg_database) as store, job_lock(store.storage, "expire").hold():
+        insert = (
+            "INSERT INTO job_runs (run_id, job, trigger, started_at, status, dry_run)"
+            " VALUES (?, 'expire', 'manual', '2026-12-02T00:00:00Z', 'running', 0)"
+        )
+        store.storage.hot.execute(insert, ["before"])
+        with psycopg.connect(pg_database, autocommit=True) as other:
+            bump_epoch(other, "memkeeper", "job:expire", host="b", pid=2, now=system_now())
+        with pytest.raises(LockLost, match="job:expire epoch"):
+            store.storage.hot.execute(insert, ["after"])
+        with pytest.raises(LockLost):
+            store.storage.hot.conn.executemany(insert, [["many-1"], ["many-2"]])
+        ids = [r["run_id"] for r in job_runs.recent(store.storage.hot, None, 10)]
+    assert ids == ["before"]
