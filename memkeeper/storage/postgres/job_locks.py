@@ -107,6 +107,10 @@ class AdvisoryLock:
         """What this holder's fence checks: the epochs that must not change while it holds."""
         self.lost = threading.Event()
         """Set by the pinger when the lock's session ended (the lock may be someone else's)."""
+        self.keep_connection = False
+        """Keep the session between tries that found the lock taken (a follower trying every
+        second stands by on one connection, not a new one per try)."""
+        self._spare: psycopg.Connection | None = None
         self._backend_pid: int | None = None
         self._pinger: threading.Thread | None = None
         self._stop_pinging = threading.Event()
@@ -155,18 +159,19 @@ class AdvisoryLock:
         (saying it waited ``asked`` seconds: the caller's whole wait, default this one)."""
         if self._conn is not None:
             raise RuntimeError(f"{self.purpose} lock is already held by this object")
-        conn = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
+        conn, kept = self._spare, True
+        self._spare = None
         try:
-            label = f"{APPLICATION_NAME} pid {os.getpid()} on {leadership.host_name()}"[:63]
-            conn.execute("SELECT set_config('application_name', %s, false)", (label,))
-            idle_ms = str(int(self.idle_limit_seconds * 1000))
-            conn.execute("SELECT set_config('idle_session_timeout', %s, false)", (idle_ms,))
+            if conn is None or conn.closed or conn.broken:
+                conn, kept = self._session(), False
             deadline = time.monotonic() + max(wait_seconds, 0.0)
             while not self._try(conn):
                 if time.monotonic() >= deadline:
                     holder = self._holder(conn)
                     shown = wait_seconds if asked is None else asked
                     waited = f" after waiting {shown:g} s" if shown else ""
+                    if self.keep_connection:
+                        self._spare, conn = conn, None
                     raise LockBusy(
                         f"the {self.purpose} lock ({self.path}) is held by {holder}{waited}"
                     )
@@ -174,10 +179,14 @@ class AdvisoryLock:
             self._backend_pid = check_session(conn, self.key, self.path)
             self._new_epoch(conn)
         except psycopg.OperationalError as exc:
-            conn.close()
+            if conn is not None:
+                conn.close()
+            if kept:  # the kept session died meanwhile (the server ended it): a new one
+                return self.acquire(wait_seconds, asked=asked)
             raise self._lost(exc) from None
         except BaseException:
-            conn.close()
+            if conn is not None:
+                conn.close()
             raise
         self._conn = conn
         self.lost.clear()
@@ -186,6 +195,31 @@ class AdvisoryLock:
             target=self._ping, args=(conn,), name=f"memkeeper-lock-{self.name}", daemon=True
         )
         self._pinger.start()
+
+    def _session(self) -> psycopg.Connection:
+        """A new session for the lock, labelled with its holder (pid, host) for messages."""
+        conn = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
+        try:
+            label = f"{APPLICATION_NAME} pid {os.getpid()} on {leadership.host_name()}"[:63]
+            conn.execute("SELECT set_config('application_name', %s, false)", (label,))
+            self._set_idle_limit(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _set_idle_limit(self, conn: psycopg.Connection) -> None:
+        idle_ms = str(int(self.idle_limit_seconds * 1000))
+        conn.execute("SELECT set_config('idle_session_timeout', %s, false)", (idle_ms,))
+
+    def set_idle_limit(self, seconds: float) -> None:
+        """A new ``service.takeover_seconds`` (a reload): on the held or kept session now,
+        and the pinger's pace follows at its next ping."""
+        self.idle_limit_seconds = seconds
+        for conn in (self._conn, self._spare):
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self._set_idle_limit(conn)
 
     def _new_epoch(self, conn: psycopg.Connection) -> None:
         """Start this holder's epoch and note what its fence checks (module ``leadership``):
@@ -208,8 +242,7 @@ class AdvisoryLock:
 
     def _ping(self, conn: psycopg.Connection) -> None:
         """Keep the session alive (idle_session_timeout) and notice when it ended."""
-        interval = max(self.idle_limit_seconds / 4, 0.05)
-        while not self._stop_pinging.wait(interval):
+        while not self._stop_pinging.wait(max(self.idle_limit_seconds / 4, 0.05)):
             try:
                 row = conn.execute("SELECT pg_backend_pid()").fetchone()
             except psycopg.Error as exc:
@@ -248,6 +281,9 @@ class AdvisoryLock:
 
     def release(self) -> None:
         """Give the lock up; closing the session would drop it too (a lost connection)."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
         if self._conn is None:
             return
         conn, self._conn = self._conn, None
