@@ -246,3 +246,18 @@ def test_a_killed_holders_job_lock_is_taken_over(db: Path | str) -> None:
                 jobs_lock(other.storage).acquire(0)  # while it holds, an undo is kept out
         finally:
             lock.release()
+
+
+def test_a_new_leader_marks_the_dead_runs_of_jobs_not_running_elsewhere(db: Path | str) -> None:
+    """A summarize runs on another host while a new leader starts: the dead leader's expire
+    run is marked interrupted (its lock is free), the live summarize's row is left alone
+    (with one lock for every job, nothing could be marked while any job ran)."""
+    from memkeeper.service.scheduler import mark_abandoned_runs
+
+    with MemoryStore(db) as store, holding(db, "summarize"):
+        now = store.now()
+        job_runs.record_start(store.storage, "live-summarize", "summarize", "manual", None, now)
+        job_runs.record_start(store.storage, "dead-expire", "expire", "schedule", None, now)
+        assert mark_abandoned_runs(store) == 1
+        status = {run.run_id: run.status for run in store.job_runs()}
+    assert status == {"live-summarize": "running", "dead-expire": "interrupted"}

@@ -73,6 +73,12 @@ def close_abandoned(storage: Storage, error: str, *, job: str | None = None) -> 
         return storage.hot.conn.execute(sql, params).rowcount
 
 
+def running_jobs(db: Database) -> list[str]:
+    """The jobs with a run recorded ``running`` (live elsewhere, or left by a killed process)."""
+    rows = db.query("SELECT DISTINCT job FROM job_runs WHERE status = 'running' ORDER BY job")
+    return [row["job"] for row in rows]
+
+
 def record_end(
     storage: Storage,
     run_id: str,
