@@ -79,6 +79,13 @@ from memkeeper.paths import is_database_url
     "agents calling every host, the leader killed once: takeover time, latency, errors.",
 )
 @click.option(
+    "--fleet-rate",
+    type=click.FloatRange(0, 1000),
+    default=None,
+    help="With --fleet: the calls per second each agent offers while the latency is measured "
+    "(open loop; default 20; 0: every agent as fast as it can throughout).",
+)
+@click.option(
     "--postgres",
     "postgres_url",
     metavar="URL",
@@ -101,6 +108,7 @@ def bench(
     mcp_clients: int | None,
     startup_runs: int | None,
     fleet_hosts: int | None,
+    fleet_rate: float | None,
     postgres_url: str | None,
     as_json: bool,
 ) -> None:
@@ -131,12 +139,13 @@ def bench(
     With --fleet N --postgres URL, starts N memkeeper run --mcp processes (simulated hosts)
     on the scratch database, agents calling each host's endpoint, kills the leader once, and
     reports the takeover time, the agents' latency through it and errors (README, "Running a
-    fleet").
+    fleet"): first the most the fleet serves (agents as fast as they can), then the latency at
+    a stated load (--fleet-rate calls/s per agent, open loop).
     """
     if postgres_url is not None and not is_database_url(postgres_url):
         raise click.BadParameter("must be a postgresql:// URL", param_hint="--postgres")
     if fleet_hosts is not None:
-        _fleet_bench(fleet_hosts, postgres_url, as_json)
+        _fleet_bench(fleet_hosts, fleet_rate, postgres_url, as_json)
         return
     if startup_runs is not None:
         from memkeeper.bench.startup import measure_startup, startup_table
@@ -209,13 +218,16 @@ def bench(
         click.echo(table(figures))
 
 
-def _fleet_bench(hosts: int, postgres_url: str | None, as_json: bool) -> None:
+def _fleet_bench(hosts: int, rate: float | None, postgres_url: str | None, as_json: bool) -> None:
     if postgres_url is None:
         raise click.UsageError("--fleet needs --postgres URL (a scratch PostgreSQL database)")
-    from memkeeper.bench.fleet_load import fleet_table, measure_fleet
+    from memkeeper.bench.fleet_load import RATE_PER_AGENT, fleet_table, measure_fleet
 
     figures = measure_fleet(
-        hosts, postgres_url, say=lambda text: click.echo(f"bench: {text}", err=True)
+        hosts,
+        postgres_url,
+        rate=RATE_PER_AGENT if rate is None else rate,
+        say=lambda text: click.echo(f"bench: {text}", err=True),
     )
     if as_json:
         print_json(figures)

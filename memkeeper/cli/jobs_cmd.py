@@ -115,9 +115,11 @@ def run_once_command(
     Jobs run in this order: settle, expire, demote, prune, index, merge, retain, summarize.
     With --due, only those whose schedule came round since their last success run (for
     timers). Exit 0 when every job succeeded (or was skipped), 4 when one failed, 75 when
-    another run holds the job lock longer than --wait (default service.lock_wait_seconds);
-    the message names the holder (pid and host: on PostgreSQL the lock is the whole fleet's,
-    so a run-once on any host waits for the service's job on another). With --now and
+    a run of the same job (or an undo) holds its lock longer than --wait (default
+    service.lock_wait_seconds); the message names the holder (pid and host: on PostgreSQL
+    the locks are the whole fleet's, so a run-once on any host waits for the same job run
+    by the service on another). Runs of different jobs do not wait for each other; prune
+    runs alone. With --now and
     --dry-run this is a what-if preview: memkeeper --now 2027-03-01 run-once --dry-run (a
     real run at a --now more than a minute from the real clock needs --yes).
     """

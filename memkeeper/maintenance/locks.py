@@ -1,22 +1,42 @@
-"""Process locks of a memory: one daemon per database, one job run at a time.
+"""Process locks of a memory: one service per database, per-job locks for job runs.
+
+Which lock what holds:
+
+- ``daemon``: a ``memkeeper run`` service for its whole life (on PostgreSQL, the fleet's
+  leader: :mod:`memkeeper.service.fleet`);
+- a run of job ``name`` (from the service or from ``run-once``, on any host):
+  ``job:<name>`` **exclusively**, so one run of a job at a time, and ``jobs`` **shared**, so
+  runs of different jobs go on side by side (a ``run-once merge`` does not wait for a
+  ``summarize`` running elsewhere) — :func:`job_lock`. Jobs of :data:`EXCLUSIVE_JOBS`
+  (``prune``) hold ``jobs`` exclusively instead: they run alone;
+- ``undo`` and a backup restore: ``jobs`` **exclusively** (:func:`jobs_lock`), so they wait
+  for every running job and no job starts while they run.
+
+Two different jobs at once are safe because every change goes through one transition
+mechanism that re-reads each entry under the write lock and leaves alone any entry changed
+since it was selected (as it does for agents' writes), merge applies a group whole or not at
+all, each run writes only its own ``job_runs`` row and closes only its own job's abandoned
+rows, and each job's watermark is its own. Prune is the exception (above).
 
 On SQLite, locks are ``flock(2)`` locks on small files next to the hot database
-(``memory.db.daemon.lock`` and ``memory.db.jobs.lock``). The kernel drops a flock when its
-holder dies — however it dies — so a lock left by a killed process is never obeyed: the next
-process simply gets it (the stale pid written in the file is reported and overwritten). The
-holder's pid is written into the file for the "held by" message.
+(``memory.db.daemon.lock``, ``memory.db.jobs.lock``, ``memory.db.job-merge.lock``; the
+shared ``jobs`` lock is ``LOCK_SH``). The kernel drops a flock when its holder dies — however
+it dies — so a lock left by a killed process is never obeyed: the next process simply gets
+it (the stale pid written in the file is reported and overwritten). An exclusive holder's pid
+is written into the file for the "held by" message.
 
 On PostgreSQL (a storage whose ``process_lock`` it offers) the same locks are session
-advisory locks on a connection of their own (:mod:`memkeeper.storage.postgres.job_locks`),
-with the same waiting and refusing: :func:`jobs_lock` and :func:`daemon_lock` take the
-store's storage and choose by its backend. There the job lock also *fences*: while it is
-held, every transaction of the storage checks before its commit that the lock's epoch is
-still this holder's (:mod:`memkeeper.storage.postgres.leadership`), so a holder that lost its
-lock (paused past ``service.takeover_seconds``) commits nothing after a new holder began.
+advisory locks on a connection of their own (:mod:`memkeeper.storage.postgres.job_locks`;
+shared: ``pg_try_advisory_lock_shared``), with the same waiting and refusing. There the job
+locks also *fence*: while one is held, every transaction of its thread checks before its
+commit that the locks' epochs are still this holder's
+(:mod:`memkeeper.storage.postgres.leadership`), so a holder that lost its lock (paused past
+``service.takeover_seconds``) commits nothing after a new holder began.
 
-The job lock is re-entrant within one thread: the service takes it to decide whether a job
-is still due and keeps it while the runner takes it again to run the job, so no other
-process can run the job in between (exactly once per scheduled time across a fleet).
+Every lock of a storage is one object per process (:mod:`memkeeper.maintenance.held_locks`),
+re-entrant within one thread: the service takes a job's lock to decide whether the job is
+still due and keeps it while the runner takes it again to run the job, so no other process
+can run the job in between (exactly once per scheduled time across a fleet).
 """
 
 from __future__ import annotations
@@ -32,11 +52,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memkeeper.errors import LockBusy, StorageUnwritable
+from memkeeper.maintenance.held_locks import (
+    TAKEOVER,
+    LockSet,
+    ReentrantLock,
+    set_leader_epoch,  # noqa: F401 - re-exported: the service sets it
+    set_takeover,  # noqa: F401 - re-exported: the service and run-once set it
+)
 
 if TYPE_CHECKING:
     from memkeeper.storage.base import Storage
 
 POLL_SECONDS = 0.1
+
+_HELD: weakref.WeakKeyDictionary[Any, dict[str, ReentrantLock]] = weakref.WeakKeyDictionary()
+_REGISTRY = threading.Lock()
 
 
 def lock_path(db_path: Path, name: str) -> Path:
@@ -54,19 +84,22 @@ def _holder(fd: int) -> str:
 
 
 class FileLock:
-    """An exclusive, non-reentrant inter-process lock on one file."""
+    """A non-reentrant inter-process lock on one file: exclusive, or ``shared`` (many shared
+    holders at once, none while an exclusive one holds it)."""
 
-    def __init__(self, path: Path, purpose: str) -> None:
+    def __init__(self, path: Path, purpose: str, *, shared: bool = False) -> None:
         self.path = Path(path)
         self.purpose = purpose
+        self.shared = shared
         self._fd: int | None = None
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self, wait_seconds: float = 0.0) -> None:
-        """Take the lock, waiting up to ``wait_seconds``; raise LockBusy if it stays taken."""
+    def acquire(self, wait_seconds: float = 0.0, *, asked: float | None = None) -> None:
+        """Take the lock, waiting up to ``wait_seconds``; raise LockBusy if it stays taken
+        (saying it waited ``asked`` seconds: the caller's whole wait, default this one)."""
         if self._fd is not None:
             raise RuntimeError(f"{self.purpose} lock is already held by this object")
         try:
@@ -76,24 +109,28 @@ class FileLock:
                 f"cannot create lock file {self.path}: {exc.strerror or exc}"
             ) from None
         deadline = time.monotonic() + max(wait_seconds, 0.0)
+        mode = fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     holder = _holder(fd)
                     os.close(fd)
-                    waited = f" after waiting {wait_seconds:g} s" if wait_seconds else ""
+                    shown = wait_seconds if asked is None else asked
+                    waited = f" after waiting {shown:g} s" if shown else ""
                     raise LockBusy(
                         f"the {self.purpose} lock ({self.path}) is held by {holder}{waited}"
                     ) from None
                 time.sleep(POLL_SECONDS)
         # The holder's pid is only for messages: a full disk must not fail the lock itself.
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.write(fd, f"{os.getpid()}\n".encode())
+        # (Shared holders leave the file alone: it names the last exclusive holder, or none.)
+        if not self.shared:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
 
     def release(self) -> None:
@@ -101,8 +138,9 @@ class FileLock:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
+        if not self.shared:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
@@ -124,148 +162,24 @@ class ProcessLock(Protocol):
     @property
     def held(self) -> bool: ...
 
-    def acquire(self, wait_seconds: float = 0.0) -> None: ...
+    def acquire(self, wait_seconds: float = 0.0, *, asked: float | None = None) -> None: ...
 
     def release(self) -> None: ...
 
     def hold(self, wait_seconds: float = 0.0) -> contextlib.AbstractContextManager[Any]: ...
 
 
-_TAKEOVER: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
-_JOB_LOCKS: weakref.WeakKeyDictionary[Any, ReentrantLock] = weakref.WeakKeyDictionary()
-_REGISTRY = threading.Lock()
-
-
-_LEADER_EPOCH: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-
-
-def set_leader_epoch(storage: Storage, epoch: int | None) -> None:
-    """While ``storage``'s service leads (PostgreSQL), its job transactions also prove the
-    lead is still in the epoch it took (None: not leading, or a run-once)."""
-    if epoch is None:
-        _LEADER_EPOCH.pop(storage, None)
-    else:
-        _LEADER_EPOCH[storage] = epoch
-
-
-def set_takeover(storage: Storage, seconds: float) -> None:
-    """A PostgreSQL lock of ``storage`` whose holder stops answering is lost after
-    ``seconds`` (``service.takeover_seconds``); no effect on SQLite's flocks."""
-    _TAKEOVER[storage] = seconds
-
-
-def _lock(where: Path | Storage, name: str, purpose: str) -> ProcessLock:
+def _lock(where: Path | Storage, name: str, purpose: str, *, shared: bool = False) -> ProcessLock:
     """The lock ``name`` of a memory: ``where`` is the hot file's path or the storage."""
     process_lock = getattr(where, "process_lock", None)
     if process_lock is not None:  # PostgreSQL: no file beside the database
-        lock = process_lock(name, purpose)
-        if where in _TAKEOVER:
-            lock.idle_limit_seconds = _TAKEOVER[where]
+        lock = process_lock(name, purpose, shared=shared)
+        if where in TAKEOVER:
+            lock.idle_limit_seconds = TAKEOVER[where]
         return lock  # type: ignore[no-any-return]
     path = getattr(where, "hot_path", where)
-    return FileLock(lock_path(Path(path), name), purpose)
-
-
-class ReentrantLock:
-    """A process lock one thread may take again while it holds it (released by the last
-    release). Another thread of the process waits as another process would. On PostgreSQL the
-    outermost acquisition installs the storage's fence (see the module docstring)."""
-
-    def __init__(self, inner: ProcessLock, storage: Any) -> None:
-        self.inner = inner
-        self.purpose = inner.purpose
-        self._storage = weakref.ref(storage) if storage is not None else None
-        self._owner: int | None = None
-        self._depth = 0
-        self._guard = threading.Lock()
-
-    @property
-    def held(self) -> bool:
-        return self._depth > 0 and self._owner == threading.get_ident()
-
-    @property
-    def path(self) -> Any:
-        return getattr(self.inner, "path", "")
-
-    def acquire(self, wait_seconds: float = 0.0) -> None:
-        me = threading.get_ident()
-        deadline = time.monotonic() + max(wait_seconds, 0.0)
-        waited = False
-        while True:
-            with self._guard:
-                if self._owner == me:
-                    self._depth += 1
-                    return
-                if self._owner is None:
-                    self._owner = me
-                    break
-            if time.monotonic() >= deadline:
-                raise LockBusy(f"the {self.purpose} lock is held by another thread of this process")
-            waited = True
-            time.sleep(POLL_SECONDS)
-        storage = self._storage() if self._storage is not None else None
-        if (
-            storage is not None
-            and storage in _TAKEOVER
-            and hasattr(self.inner, "idle_limit_seconds")
-        ):
-            self.inner.idle_limit_seconds = _TAKEOVER[storage]  # type: ignore[attr-defined]
-        try:
-            left = max(deadline - time.monotonic(), 0.0) if waited else wait_seconds
-            self.inner.acquire(left)
-        except BaseException:
-            with self._guard:
-                self._owner = None
-            raise
-        self._depth = 1
-        self._fence(True)
-
-    def _fence(self, on: bool) -> None:
-        storage = self._storage() if self._storage is not None else None
-        hot = getattr(storage, "hot", None)
-        epoch = getattr(self.inner, "epoch", None)
-        if hot is None or not hasattr(hot, "fence"):
-            return
-        if on and epoch is not None:
-            from memkeeper.storage.postgres.leadership import Fence, limit_idle_transactions
-
-            # A holder paused inside a transaction would keep its row and write locks: the
-            # server ends such a session after the takeover time, rolling it back.
-            limit_idle_transactions(hot, getattr(self.inner, "idle_limit_seconds", None))
-
-            epochs = {"jobs": epoch}
-            if storage in _LEADER_EPOCH:
-                epochs["daemon"] = _LEADER_EPOCH[storage]
-            hot.fence = Fence(storage.schema, epochs, self.inner.lost)  # type: ignore[attr-defined]
-        elif not on:
-            hot.fence = None
-            if epoch is not None:
-                from memkeeper.storage.postgres.leadership import limit_idle_transactions
-
-                limit_idle_transactions(hot, None)
-
-    def release(self) -> None:
-        with self._guard:
-            if self._owner != threading.get_ident() or self._depth == 0:
-                return
-            self._depth -= 1
-            if self._depth:
-                return
-        try:
-            self._fence(False)
-            self.inner.release()
-        finally:
-            with self._guard:
-                self._owner = None
-
-    @contextlib.contextmanager
-    def hold(self, wait_seconds: float = 0.0) -> Iterator[ReentrantLock]:
-        """``with lock.hold(wait):`` — acquire, yield, always release."""
-        self.acquire(wait_seconds)
-        try:
-            yield self
-        finally:
-            self.release()
+    file_name = name.replace(":", "-")  # job:merge -> memory.db.job-merge.lock
+    return FileLock(lock_path(Path(path), file_name), purpose, shared=shared)
 
 
 def daemon_lock(where: Path | Storage) -> ProcessLock:
@@ -273,16 +187,48 @@ def daemon_lock(where: Path | Storage) -> ProcessLock:
     return _lock(where, "daemon", "service instance")
 
 
+EXCLUSIVE_JOBS = frozenset({"prune"})
+"""Jobs that run alone, holding ``jobs`` exclusively like ``undo``: prune cuts each user down
+to the cap from a count of active facts that expire, demote and merge lower as they run
+(beside them it would retire more than the cap asks; README "Running a fleet")."""
+
+
+def _registered(where: Storage, name: str, make: Any) -> ReentrantLock:
+    with _REGISTRY:
+        locks = _HELD.get(where)
+        if locks is None:
+            locks = _HELD[where] = {}
+        lock = locks.get(name)
+        if lock is None:
+            lock = locks[name] = ReentrantLock(make(), where)
+        return lock
+
+
 def jobs_lock(where: Path | Storage) -> ProcessLock:
-    """The lock every job run holds, from the service or from run-once (one object per
-    storage, re-entrant within a thread)."""
+    """The lock that excludes every job run: ``undo`` and a backup restore hold it
+    exclusively (a job run holds it shared: :func:`job_lock`). One object per storage,
+    re-entrant within a thread."""
     if isinstance(where, Path | str):
         return _lock(where, "jobs", "job run")
-    with _REGISTRY:
-        lock = _JOB_LOCKS.get(where)
-        if lock is None:
-            lock = _JOB_LOCKS[where] = ReentrantLock(_lock(where, "jobs", "job run"), where)
-        return lock
+    return _registered(where, "jobs", lambda: _lock(where, "jobs", "job run"))  # type: ignore[return-value]
+
+
+def job_lock(where: Path | Storage, name: str) -> ProcessLock:
+    """The lock a run of job ``name`` holds, from the service or from run-once, on any host:
+    ``job:<name>`` exclusively (one run of a job at a time; a run of another job may run
+    beside it) and ``jobs`` shared (no ``undo`` meanwhile). A job of :data:`EXCLUSIVE_JOBS`
+    holds ``jobs`` exclusively instead. One object per storage and job, re-entrant within a
+    thread."""
+    if name in EXCLUSIVE_JOBS:
+        return jobs_lock(where)
+
+    def make() -> LockSet:
+        own = _lock(where, f"job:{name}", f"{name} job")
+        return LockSet([own, _lock(where, "jobs", "job run", shared=True)])
+
+    if isinstance(where, Path | str):
+        return make()  # type: ignore[return-value]
+    return _registered(where, f"job:{name}", make)  # type: ignore[return-value]
 
 
 FLEET_SEEN_SECONDS = 30.0

@@ -31,7 +31,7 @@ from memkeeper.maintenance.jobkit import (
     PlannedChange,
     ProgressCallback,
 )
-from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.maintenance.locks import EXCLUSIVE_JOBS, job_lock
 from memkeeper.storage import job_runs
 from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT
 from memkeeper.storage.forgetting import finish_interrupted
@@ -159,13 +159,14 @@ def record_run_start(
 ABANDONED_ERROR = "abandoned: the process running it ended before recording a result"
 
 
-def close_abandoned_runs(store: MemoryStore) -> int:
+def close_abandoned_runs(store: MemoryStore, job: str | None = None) -> int:
     """Mark runs left ``running`` by a killed process as ``interrupted``; returns how many.
 
-    The caller holds the job lock, so no job is running anywhere: every ``running`` row is a
+    The caller holds the lock of job ``job`` (or, with None, the ``jobs`` lock exclusively),
+    so no run of that job (of any job) is running anywhere: every such ``running`` row is a
     leftover of a process that died (SIGKILL, power loss) before recording its end.
     """
-    return job_runs.close_abandoned(store.storage, ABANDONED_ERROR)
+    return job_runs.close_abandoned(store.storage, ABANDONED_ERROR, job=job)
 
 
 def record_run_end(store: MemoryStore, result: JobResult) -> None:
@@ -198,7 +199,9 @@ def run_job(
     run_id: str | None = None,
     llm_client: Any = None,
 ) -> JobResult:
-    """Run one job now; raises LockBusy if the job lock stays taken, never for job errors.
+    """Run one job now; raises LockBusy if its job lock stays taken (a run of the same job,
+    or an ``undo``, elsewhere: :func:`~memkeeper.maintenance.locks.job_lock`), never for
+    job errors.
 
     ``llm_client`` replaces the client an LLM job would build from the config (see
     :attr:`JobContext.llm_client`)."""
@@ -219,14 +222,14 @@ def run_job(
     wait = (
         store.config.service.lock_wait_seconds if lock_wait_seconds is None else lock_wait_seconds
     )
-    lock = jobs_lock(store.storage)
+    lock = job_lock(store.storage, name)
     if not dry_run:
         lock.acquire(wait)
     started_clock = time.monotonic()
     status, error = "ok", None
     try:
         if not dry_run:
-            if close_abandoned_runs(store):
+            if close_abandoned_runs(store, None if name in EXCLUSIVE_JOBS else name):
                 bound.warning("marked runs left by a killed process as interrupted")
             record_run_start(store, run_id, name, trigger, now, scheduled_for)
             fixed = reconcile_now(store.storage)

@@ -145,9 +145,15 @@ class Daemon:
         self._store: MemoryStore | None = None
         self._jobs: ServiceJobs | None = None
         self._scheduler: BackgroundScheduler | None = None
+        self._lead: Leadership | None = None
         # `memkeeper run --mcp`: a memkeeper.mcp.http.HttpPlan, served beside the jobs.
         self.mcp_plan = mcp_plan
         self._mcp_store: MemoryStore | None = None
+
+    @property
+    def leadership(self) -> Leadership | None:
+        """The service's claim on its memory while it runs (None before and after)."""
+        return self._lead
 
     # -- requests from other threads (tests, embedding) -------------------------------------
 
@@ -170,7 +176,7 @@ class Daemon:
             job_triggers(self.config)  # every schedule readable, or ConfigError (exit 78)
             self._store = MemoryStore(self.db, config=self.config, actor="service")
             set_takeover(self._store.storage, self.config.service.takeover_seconds)
-            lead = Leadership(self._store)
+            lead = self._lead = Leadership(self._store)
             try:
                 leading = lead.try_lead()  # SQLite: refuses a second service (LockBusy)
                 with self._mcp_server():
@@ -334,6 +340,10 @@ class Daemon:
         ]
         if changed:
             log.warning("these settings take effect at the next start", keys=changed)
+        takeover = config.service.takeover_seconds
+        if self._lead is not None and takeover != self.config.service.takeover_seconds:
+            set_takeover(self._lead.storage, takeover)
+            self._lead.apply_takeover(takeover)
         self.config = config
         for store in (self._store, self._mcp_store):
             if store is not None:

@@ -46,6 +46,7 @@ class Leadership:
         self.takeover_seconds = float(store.config.service.takeover_seconds)
         if self.fleet:
             self.lock.idle_limit_seconds = self.takeover_seconds  # type: ignore[attr-defined]
+            self.lock.keep_connection = True  # type: ignore[attr-defined]
         self.started = system_now()
         self.pid = os.getpid()
         self._member: Any = None
@@ -58,6 +59,15 @@ class Leadership:
     @property
     def poll_seconds(self) -> float:
         return min(POLL_SECONDS, self.takeover_seconds / 4)
+
+    def apply_takeover(self, seconds: float) -> None:
+        """A reloaded ``service.takeover_seconds``: the lead's session limit and ping pace,
+        the tries' and heartbeats' pace, and the heartbeat session's limit, now (a running
+        job's session keeps its limit until the job ends; the next job takes the new one)."""
+        self.takeover_seconds = float(seconds)
+        if self.fleet:
+            self.lock.set_idle_limit(self.takeover_seconds)  # type: ignore[attr-defined]
+            self._drop_connection()  # reopened at the next beat, with the new limit
 
     def try_lead(self) -> bool:
         """Take the lead if it is free. SQLite: raises LockBusy when another service runs."""

@@ -38,7 +38,7 @@ from memkeeper import logs
 from memkeeper.clock import to_db
 from memkeeper.config import JOB_ORDER, Config
 from memkeeper.errors import LockBusy
-from memkeeper.maintenance.locks import jobs_lock
+from memkeeper.maintenance.locks import EXCLUSIVE_JOBS, job_lock, jobs_lock
 from memkeeper.maintenance.runner import (
     JobResult,
     RunOptions,
@@ -128,18 +128,42 @@ def run_due(
 def mark_abandoned_runs(store: MemoryStore) -> int:
     """Mark runs left ``running`` by a killed process as ``interrupted``; returns how many.
 
-    Only done while holding the job lock: then no other process is running a job, so every
-    ``running`` row is a leftover. If the lock is taken, nothing is marked (next start will).
+    Done while holding the ``jobs`` lock exclusively: then no other process is running a
+    job, so every ``running`` row is a leftover. If a job runs elsewhere, each job whose own
+    lock is free has its rows marked; the rest wait for that job's next run (which marks its
+    own) or the next start.
     """
     lock = jobs_lock(store.storage)
     try:
         lock.acquire(0)
     except LockBusy:
-        return 0
+        return _mark_abandoned_per_job(store)
     try:
         return close_abandoned_runs(store)
     finally:
         lock.release()
+
+
+def _mark_abandoned_per_job(store: MemoryStore) -> int:
+    """A job runs elsewhere (a run-once on another host): each other job whose lock is free
+    has no live run, so its ``running`` rows are leftovers (an undo's wait for the next
+    start: only the ``jobs`` lock held exclusively vouches for them)."""
+    with store.storage.lock:
+        names = job_runs.running_jobs(store.storage.hot)
+    marked = 0
+    for name in names:
+        if name not in JOB_ORDER or name in EXCLUSIVE_JOBS:
+            continue
+        lock = job_lock(store.storage, name)
+        try:
+            lock.acquire(0)
+        except LockBusy:
+            continue  # a live run of it, here or on another host
+        try:
+            marked += close_abandoned_runs(store, name)
+        finally:
+            lock.release()
+    return marked
 
 
 # -- running jobs for the service --------------------------------------------------------------
@@ -200,9 +224,9 @@ class ServiceJobs:
         return results
 
     def _take_job_lock(self, name: str) -> bool:
-        """Take the job lock, waiting while another process (a run-once, another host) runs
-        a job; False if a stop came first. Held, it is re-entered by the runner."""
-        lock = jobs_lock(self.store.storage)
+        """Take the job's lock, waiting while another process (a run-once, another host) runs
+        the same job or an undo; False if a stop came first. Held, the runner re-enters it."""
+        lock = job_lock(self.store.storage, name)
         announced = False
         while not self.stop_event.is_set():
             try:
@@ -217,7 +241,7 @@ class ServiceJobs:
         return False
 
     def _run(self, name: str, trigger: str) -> JobResult | None:
-        lock = jobs_lock(self.store.storage)
+        lock = job_lock(self.store.storage, name)
         try:
             if not self._take_job_lock(name):
                 return None

@@ -57,17 +57,26 @@ def record_start(
         )
 
 
-def close_abandoned(storage: Storage, error: str) -> int:
-    """Mark every ``running`` run ``interrupted`` with ``error``; returns how many.
+def close_abandoned(storage: Storage, error: str, *, job: str | None = None) -> int:
+    """Mark every ``running`` run (of ``job`` only, if given) ``interrupted`` with ``error``;
+    returns how many.
 
-    Only correct while the caller holds the job lock: then no run is really running.
+    Only correct while the caller holds that job's lock (or, for every job, the ``jobs`` lock
+    exclusively): then no such run is really running.
     """
+    sql = "UPDATE job_runs SET status = 'interrupted', error = ? WHERE status = 'running'"
+    params: list[Any] = [error]
+    if job is not None:
+        sql += " AND job = ?"
+        params.append(job)
     with storage.lock, immediate_transaction(storage.hot, users=NO_MEMORY):
-        cursor = storage.hot.conn.execute(
-            "UPDATE job_runs SET status = 'interrupted', error = ? WHERE status = 'running'",
-            [error],
-        )
-        return cursor.rowcount
+        return storage.hot.conn.execute(sql, params).rowcount
+
+
+def running_jobs(db: Database) -> list[str]:
+    """The jobs with a run recorded ``running`` (live elsewhere, or left by a killed process)."""
+    rows = db.query("SELECT DISTINCT job FROM job_runs WHERE status = 'running' ORDER BY job")
+    return [row["job"] for row in rows]
 
 
 def record_end(

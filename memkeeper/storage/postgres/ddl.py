@@ -30,7 +30,7 @@ end. ``{schema}`` is replaced by the quoted schema name.
 
 from __future__ import annotations
 
-from memkeeper.storage.postgres.leadership_ddl import FLEET
+from memkeeper.storage.postgres.leadership_ddl import FLEET, JOB_LOCKS
 
 _MEMORY_COLUMNS = """
     id TEXT PRIMARY KEY,
@@ -189,6 +189,7 @@ CREATE INDEX tombstones_by_digest ON {{schema}}.tombstones (scope, digest);
 STEPS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0003_fleet", FLEET),
+    ("0004_job_locks", JOB_LOCKS),
 )
 
 # The extensions the schema needs (managed PostgreSQL offers both).

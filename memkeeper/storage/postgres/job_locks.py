@@ -1,4 +1,4 @@
-"""Process locks on PostgreSQL: one job run at a time (and one service) per memory schema.
+"""Process locks on PostgreSQL: the service's lead, the job locks, per memory schema.
 
 On SQLite these are ``flock`` files beside the database (:mod:`memkeeper.maintenance.locks`);
 a PostgreSQL memory has no file every host can see, so the lock is a **session-level advisory
@@ -12,6 +12,11 @@ be taken on the store's own connection (whose transactions come and go) nor on a
 (returned to the pool while the lock is still held). The key is ``(LOCK_CLASS, crc32 of
 "<schema>.<name>")``: stable across processes and hosts, distinct per schema and per lock
 name, and apart from the migration and write locks (another class).
+
+A lock is exclusive (``pg_try_advisory_lock``) or shared (``pg_try_advisory_lock_shared``:
+held by many at once, excluding an exclusive holder): every job run holds the ``jobs`` lock
+shared and its own ``job:<name>`` exclusively; ``undo`` holds ``jobs`` exclusively
+(:mod:`memkeeper.maintenance.locks`).
 
 The interface is :class:`~memkeeper.maintenance.locks.FileLock`'s: ``acquire(wait_seconds)``
 polls until the deadline and raises :class:`~memkeeper.errors.LockBusy` naming the holder
@@ -48,9 +53,11 @@ log = get_logger(__name__)
 _HOLDER = (
     "SELECT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
     " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s"
-    " AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database"
-    " WHERE datname = current_database()) LIMIT 1"
+    " AND l.objsubid = 2 AND l.mode = ANY(%s) AND l.database = (SELECT oid FROM pg_database"
+    " WHERE datname = current_database()) ORDER BY a.backend_start LIMIT 1"
 )
+_EXCLUSIVE_MODE = ["ExclusiveLock"]
+_ANY_MODE = ["ExclusiveLock", "ShareLock"]
 
 
 _LABEL = re.compile(re.escape(APPLICATION_NAME) + r" pid (\d+) on (.*)")
@@ -78,22 +85,32 @@ class AdvisoryLock:
         purpose: str,
         *,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        shared: bool = False,
     ) -> None:
         self.url = url
         self.schema = schema
         self.name = name
         self.purpose = purpose
+        self.shared = shared
+        """Held with others holding it shared too; excludes (and waits for) an exclusive one."""
         self.key = lock_key(schema, name)
         self.connect_timeout = connect_timeout
         self._conn: psycopg.Connection | None = None
         self.idle_limit_seconds = DEFAULT_IDLE_LIMIT_SECONDS
         """The server ends the lock's session after this long without a statement; the
         holder's pinger runs a statement four times as often while it is alive."""
-        self.fenced = name in ("daemon", "jobs")
-        """Each acquisition starts a new epoch in ``leadership`` (step 0003): see there."""
+        self.fenced = name in ("daemon", "jobs") or name.startswith("job:")
+        """Each acquisition starts a new epoch in ``leadership`` (steps 0003, 0004): see there."""
         self.epoch: int | None = None
+        """The epoch this holder started (of ``name``, or of ``<name>:shared`` when shared)."""
+        self.epochs: dict[str, int] | None = None
+        """What this holder's fence checks: the epochs that must not change while it holds."""
         self.lost = threading.Event()
         """Set by the pinger when the lock's session ended (the lock may be someone else's)."""
+        self.keep_connection = False
+        """Keep the session between tries that found the lock taken (a follower trying every
+        second stands by on one connection, not a new one per try)."""
+        self._spare: psycopg.Connection | None = None
         self._backend_pid: int | None = None
         self._pinger: threading.Thread | None = None
         self._stop_pinging = threading.Event()
@@ -108,12 +125,18 @@ class AdvisoryLock:
         return self._conn is not None
 
     def _try(self, conn: psycopg.Connection) -> bool:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self.key)).fetchone()
+        take = "pg_try_advisory_lock_shared" if self.shared else "pg_try_advisory_lock"
+        row = conn.execute(f"SELECT {take}(%s, %s)", (LOCK_CLASS, self.key)).fetchone()
         return bool(row and row[0])
 
-    def _holder_row(self, conn: psycopg.Connection) -> tuple[int, int | None, str] | None:
-        """(server pid, holder's pid, holder's host) of the session holding the lock."""
-        row = conn.execute(_HOLDER, (_as_oid(LOCK_CLASS), _as_oid(self.key))).fetchone()
+    def _holder_row(
+        self, conn: psycopg.Connection, *, exclusive_only: bool | None = None
+    ) -> tuple[int, int | None, str] | None:
+        """(server pid, holder's pid, holder's host) of a session holding the lock: the one in
+        the way of this lock (an exclusive holder when this one is shared), or any holder."""
+        only = self.shared if exclusive_only is None else exclusive_only
+        modes = _EXCLUSIVE_MODE if only else _ANY_MODE
+        row = conn.execute(_HOLDER, (_as_oid(LOCK_CLASS), _as_oid(self.key), modes)).fetchone()
         if row is None:
             return None
         found = _LABEL.fullmatch(row[1] or "")
@@ -131,32 +154,39 @@ class AdvisoryLock:
             return f"server pid {server_pid}"
         return f"pid {pid} on {host} (server pid {server_pid})"
 
-    def acquire(self, wait_seconds: float = 0.0) -> None:
-        """Take the lock, waiting up to ``wait_seconds``; raise LockBusy if it stays taken."""
+    def acquire(self, wait_seconds: float = 0.0, *, asked: float | None = None) -> None:
+        """Take the lock, waiting up to ``wait_seconds``; raise LockBusy if it stays taken
+        (saying it waited ``asked`` seconds: the caller's whole wait, default this one)."""
         if self._conn is not None:
             raise RuntimeError(f"{self.purpose} lock is already held by this object")
-        conn = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
+        conn, kept = self._spare, True
+        self._spare = None
         try:
-            label = f"{APPLICATION_NAME} pid {os.getpid()} on {leadership.host_name()}"[:63]
-            conn.execute("SELECT set_config('application_name', %s, false)", (label,))
-            idle_ms = str(int(self.idle_limit_seconds * 1000))
-            conn.execute("SELECT set_config('idle_session_timeout', %s, false)", (idle_ms,))
+            if conn is None or conn.closed or conn.broken:
+                conn, kept = self._session(), False
             deadline = time.monotonic() + max(wait_seconds, 0.0)
             while not self._try(conn):
                 if time.monotonic() >= deadline:
                     holder = self._holder(conn)
-                    waited = f" after waiting {wait_seconds:g} s" if wait_seconds else ""
+                    shown = wait_seconds if asked is None else asked
+                    waited = f" after waiting {shown:g} s" if shown else ""
+                    if self.keep_connection:
+                        self._spare, conn = conn, None
                     raise LockBusy(
                         f"the {self.purpose} lock ({self.path}) is held by {holder}{waited}"
                     )
                 time.sleep(POLL_SECONDS)
             self._backend_pid = check_session(conn, self.key, self.path)
-            self.epoch = self._new_epoch(conn)
+            self._new_epoch(conn)
         except psycopg.OperationalError as exc:
-            conn.close()
+            if conn is not None:
+                conn.close()
+            if kept:  # the kept session died meanwhile (the server ended it): a new one
+                return self.acquire(wait_seconds, asked=asked)
             raise self._lost(exc) from None
         except BaseException:
-            conn.close()
+            if conn is not None:
+                conn.close()
             raise
         self._conn = conn
         self.lost.clear()
@@ -166,22 +196,53 @@ class AdvisoryLock:
         )
         self._pinger.start()
 
-    def _new_epoch(self, conn: psycopg.Connection) -> int | None:
+    def _session(self) -> psycopg.Connection:
+        """A new session for the lock, labelled with its holder (pid, host) for messages."""
+        conn = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
+        try:
+            label = f"{APPLICATION_NAME} pid {os.getpid()} on {leadership.host_name()}"[:63]
+            conn.execute("SELECT set_config('application_name', %s, false)", (label,))
+            self._set_idle_limit(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _set_idle_limit(self, conn: psycopg.Connection) -> None:
+        idle_ms = str(int(self.idle_limit_seconds * 1000))
+        conn.execute("SELECT set_config('idle_session_timeout', %s, false)", (idle_ms,))
+
+    def set_idle_limit(self, seconds: float) -> None:
+        """A new ``service.takeover_seconds`` (a reload): on the held or kept session now,
+        and the pinger's pace follows at its next ping."""
+        self.idle_limit_seconds = seconds
+        for conn in (self._conn, self._spare):
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self._set_idle_limit(conn)
+
+    def _new_epoch(self, conn: psycopg.Connection) -> None:
+        """Start this holder's epoch and note what its fence checks (module ``leadership``):
+        an exclusive holder bumps ``name`` and must see no shared holder start after it
+        (``<name>:shared`` unchanged); a shared one bumps ``<name>:shared`` (so a deposed
+        exclusive holder stops) and must see no exclusive holder start after it."""
+        self.epoch, self.epochs = None, None
         if not self.fenced or not leadership.has_fleet_tables(conn, self.schema):
-            return None
-        return leadership.bump_epoch(
-            conn,
-            self.schema,
-            self.name,
-            host=leadership.host_name(),
-            pid=os.getpid(),
-            now=system_now(),
+            return
+        mine, other = self.name, leadership.shared_name(self.name)
+        if self.shared:
+            mine, other = other, mine
+        self.epoch = leadership.bump_epoch(
+            conn, self.schema, mine, host=leadership.host_name(), pid=os.getpid(), now=system_now()
         )
+        # A shared holder's own row moves with every other shared holder: not checked.
+        self.epochs = {} if self.shared else {mine: self.epoch}
+        if self.shared or self.name in leadership.TAKEN_SHARED:
+            self.epochs[other] = leadership.read_epoch(conn, self.schema, other)
 
     def _ping(self, conn: psycopg.Connection) -> None:
         """Keep the session alive (idle_session_timeout) and notice when it ended."""
-        interval = max(self.idle_limit_seconds / 4, 0.05)
-        while not self._stop_pinging.wait(interval):
+        while not self._stop_pinging.wait(max(self.idle_limit_seconds / 4, 0.05)):
             try:
                 row = conn.execute("SELECT pg_backend_pid()").fetchone()
             except psycopg.Error as exc:
@@ -220,6 +281,9 @@ class AdvisoryLock:
 
     def release(self) -> None:
         """Give the lock up; closing the session would drop it too (a lost connection)."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
         if self._conn is None:
             return
         conn, self._conn = self._conn, None
@@ -245,7 +309,7 @@ class AdvisoryLock:
         without taking it."""
         with connect(self.url, connect_timeout=self.connect_timeout, autocommit=True) as conn:
             try:
-                row = self._holder_row(conn)
+                row = self._holder_row(conn, exclusive_only=False)
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from None
         return {"running": row is not None, "pid": row[1] if row else None}

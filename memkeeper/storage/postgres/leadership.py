@@ -25,6 +25,15 @@ passed and then stalled before its ``COMMIT`` (the process paused in that instan
 the new holder's bump wait: after ``BUMP_WAIT_SECONDS`` the new holder ends such sessions
 (``pg_terminate_backend``: same role, or ``pg_signal_backend``), rolling them back.
 
+**Shared locks.** Every job run holds ``jobs`` *shared* (and its own ``job:<name>``
+exclusively), ``undo`` holds it exclusively. A shared holder cannot bump ``jobs`` (it would
+fence the other jobs running beside it), so the shared holders have a row of their own,
+``jobs:shared``, which each bumps when it takes the lock: an exclusive holder's fence checks
+that ``jobs`` is still its epoch *and* that ``jobs:shared`` has not moved since it took the
+lock (no job started after it: it was deposed), and a shared holder's fence checks that
+``jobs`` has not moved since it took the lock (no undo started after it) and its own
+``job:<name>`` epoch. A row not written yet reads as epoch 0.
+
 **Fleet members** refresh a row each (host, pid, role) every few seconds for ``status``.
 The host name is the machine's, or ``MEMKEEPER_HOST_NAME`` (containers that all call
 themselves ``localhost``; the tests' simulated hosts).
@@ -46,6 +55,8 @@ from memkeeper.storage.host import ENV_HOST_NAME, host_name  # noqa: F401 - re-e
 log = get_logger(__name__)
 
 BUMP_WAIT_SECONDS = 3.0
+TAKEN_SHARED = frozenset({"jobs"})
+"""The fenced locks that are also taken shared (their ``<name>:shared`` row counts those)."""
 MEMBERS_KEPT = timedelta(hours=1)
 """Rows of members not seen for this long are deleted by the leader."""
 
@@ -60,6 +71,20 @@ def has_fleet_tables(conn: psycopg.Connection, schema: str) -> bool:
         "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'leadership'", (schema,)
     ).fetchone()
     return row is not None
+
+
+def shared_name(name: str) -> str:
+    """The row whose epoch the shared holders of lock ``name`` bump."""
+    return f"{name}:shared"
+
+
+def read_epoch(conn: psycopg.Connection, schema: str, name: str) -> int:
+    """The current epoch of lock ``name`` (0: no holder wrote one yet)."""
+    row = conn.execute(
+        sql.SQL("SELECT epoch FROM {} WHERE name = %s").format(_table(schema, "leadership")),
+        (name,),
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def bump_epoch(
@@ -89,14 +114,20 @@ def bump_epoch(
     raise LockLost(f"could not start a new epoch of the {name} lock: its row stays locked")
 
 
+_STALLED = (
+    "SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'relation' AND l.relation = to_regclass(%s)"
+    " AND l.mode IN ('RowShareLock', 'RowExclusiveLock') AND l.granted"
+    " AND l.pid <> pg_backend_pid() AND a.state LIKE 'idle in transaction%%'"
+    " AND a.state_change < now() - make_interval(secs => %s)"
+)
+
+
 def _end_stalled_checks(conn: psycopg.Connection, schema: str) -> int:
-    rows = conn.execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'relation'"
-        " AND relation = to_regclass(%s) AND mode IN ('RowShareLock', 'RowExclusiveLock')"
-        " AND granted"
-        " AND pid <> pg_backend_pid()",
-        (f'"{schema}".leadership',),
-    ).fetchall()
+    """End the sessions stalled inside a transaction that locked ``leadership`` rows: idle in
+    it for most of the wait just given up. Jobs of other names pass their check and commit at
+    once, so one caught in between is never idle that long and is left alone."""
+    rows = conn.execute(_STALLED, (f'"{schema}".leadership', BUMP_WAIT_SECONDS * 2 / 3)).fetchall()
     return sum(1 for (ended,) in rows if ended)
 
 
@@ -137,8 +168,8 @@ class Fence:
             raise LockLost(self._refused("its lock's session ended"))
         found = {name: int(epoch) for name, epoch in conn.execute(self._check).fetchall()}
         for name, epoch in self.epochs.items():
-            if found.get(name) != epoch:
-                now = found.get(name, "none")
+            now = found.get(name, 0)  # a row not written yet: epoch 0 (see read_epoch)
+            if now != epoch:
                 raise LockLost(self._refused(f"{name} epoch {epoch} was followed by {now}"))
 
     def _refused(self, why: str) -> str:

@@ -9,6 +9,10 @@
   few seconds, for ``status``.
 - ``job_runs.host``: the host that ran each job.
 
+Schema step ``0004_job_locks``: a fenced lock per job. Every job run holds ``jobs`` shared and
+``job:<name>`` exclusively, so ``leadership`` gets a row per job name (``job:merge``…) and
+one for the shared holders of ``jobs`` (``jobs:shared``), each written by its first holder.
+
 (0002 is the search helper's step; the names only need to be distinct and ordered.)
 """
 
@@ -33,4 +37,10 @@ CREATE TABLE {schema}.fleet_members (
 );
 
 ALTER TABLE {schema}.job_runs ADD COLUMN host TEXT;
+"""
+
+JOB_LOCKS = """
+ALTER TABLE {schema}.leadership DROP CONSTRAINT IF EXISTS leadership_name_check;
+ALTER TABLE {schema}.leadership ADD CONSTRAINT leadership_name_check
+    CHECK (name IN ('daemon', 'jobs', 'jobs:shared') OR name LIKE 'job:%');
 """

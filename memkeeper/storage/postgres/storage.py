@@ -170,11 +170,16 @@ class PostgresStorage(Storage):
     def checkpoint(self) -> None:
         """The server checkpoints by itself."""
 
-    def process_lock(self, name: str, purpose: str) -> AdvisoryLock:
-        """The lock ``name`` (``jobs``, ``daemon``) of this memory: a session advisory lock
-        on a connection of its own (:mod:`memkeeper.storage.postgres.job_locks`)."""
+    def process_lock(self, name: str, purpose: str, *, shared: bool = False) -> AdvisoryLock:
+        """The lock ``name`` (``daemon``, ``jobs``, ``job:<name>``) of this memory: a session
+        advisory lock on a connection of its own (:mod:`memkeeper.storage.postgres.job_locks`)."""
         return AdvisoryLock(
-            self.url, self.schema, name, purpose, connect_timeout=self.connect_timeout
+            self.url,
+            self.schema,
+            name,
+            purpose,
+            connect_timeout=self.connect_timeout,
+            shared=shared,
         )
 
     def close(self) -> None:
