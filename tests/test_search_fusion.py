@@ -22,7 +22,7 @@ from memkeeper import MemoryStore
 from memkeeper.records import Memory
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 from memkeeper.store import fusion, semantic
-from memkeeper.store.bm25 import query_terms, score_all, score_rows
+from memkeeper.store.bm25 import entry_counts, query_terms, score_all, score_rows
 
 pytestmark = pytest.mark.both_backends
 
@@ -203,7 +203,10 @@ def test_kept_postings_score_as_the_row_by_row_scan() -> None:
     chars = sum(len(k or "") + len(v) for _, k, v in rows)
     for query in ("report format", "pd", "ca", "封面公司", "what car does Ines use", "zzz"):
         wanted = query_terms(query)
-        scan = score_rows(rows, wanted, total=len(rows), mean_length=chars / len(rows))
+        mean_terms = sum(entry_counts(k, v).length for _, k, v in rows) / len(rows)
+        scan = score_rows(
+            rows, wanted, total=len(rows), mean_length=chars / len(rows), mean_terms=mean_terms
+        )
         assert score_all(rows, query) == scan
         assert score_all(rows, query) == scan  # the kept postings, a second time
 
