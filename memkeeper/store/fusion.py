@@ -14,7 +14,9 @@ The keyword term is the entry's BM25 as a share of the list's best, times the li
 (:class:`memkeeper.store.bm25.Scored`; 1 when a match has every word, about 0.1 when it
 shares only a name with a long question). The vector term is the entry's similarity above
 the mean similarity of the user's entries to the query, as a share of the best's: the best
-scores 1, an entry no closer than the average none. A list the entry is not in adds nothing.
+scores 1, an entry no closer than the average none. A list the entry is not in adds nothing;
+a keyword match not admitted to the vector list is in it when its similarity stands out
+among the keyword list's matches (:func:`keyword_outliers`).
 
 Scores need the user's distribution of similarities: with fewer than
 :data:`OUTLIER_MIN_ENTRIES` vectors, and whenever ``fusion = "rrf"``, the lists are fused by
