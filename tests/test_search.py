@@ -359,6 +359,10 @@ def test_recall_evaluation_smoke(
     for f in (*(base[n] for n in ("bm25", "dense", "rrf")), figures["hybrid_fresh"]):
         assert 0 <= f["no_answer_silent"] <= 1
     assert base["bm25_written"]["recall@3"] >= base["bm25"]["recall@3"]
+    # memkeeper's BM25 scorer against the textbook one, equal scores in any order
+    ties = base["ties_expected"]
+    for k in (1, 3, 10):
+        assert ties["keyword_scorer"][f"recall@{k}"] >= ties["bm25"][f"recall@{k}"] > 0
 
     def r3(name: str) -> float:
         return float(figures[name]["recall@3"])

@@ -22,7 +22,7 @@ from memkeeper import MemoryStore
 from memkeeper.records import Memory
 from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 from memkeeper.store import fusion, semantic
-from memkeeper.store.bm25 import query_terms, score_all, score_rows
+from memkeeper.store.bm25 import entry_counts, query_terms, score_all, score_rows
 
 pytestmark = pytest.mark.both_backends
 
@@ -203,7 +203,10 @@ def test_kept_postings_score_as_the_row_by_row_scan() -> None:
     chars = sum(len(k or "") + len(v) for _, k, v in rows)
     for query in ("report format", "pd", "ca", "封面公司", "what car does Ines use", "zzz"):
         wanted = query_terms(query)
-        scan = score_rows(rows, wanted, total=len(rows), mean_length=chars / len(rows))
+        mean_terms = sum(entry_counts(k, v).length for _, k, v in rows) / len(rows)
+        scan = score_rows(
+            rows, wanted, total=len(rows), mean_length=chars / len(rows), mean_terms=mean_terms
+        )
         assert score_all(rows, query) == scan
         assert score_all(rows, query) == scan  # the kept postings, a second time
 
@@ -226,3 +229,47 @@ def test_a_large_users_vector_list_holds_only_the_kinds_asked_for(
         _give_vectors(store, {**{m.id: 0.7 for m in notes}, answer.id: 0.5})
         hits = store.search("u", QUERY, kinds=["fact"], limit=3)
     assert [h.memory.id for h in hits] == [answer.id]
+
+
+def _ann_and_a_long_answer(store: MemoryStore, answer_cosine: float) -> Memory:
+    """45 entries at cosines ±0.04 (mean ~0, spread 0.04), five short notes about Ann among
+    them, and a long note about Ann that answers the query at ``answer_cosine``: BM25
+    puts it last of Ann's six (its only shared word, the name, in the longest entry)."""
+    others = [*_fillers(store)]
+    others += [
+        store.add_note("u", f"Ann called about the weekend plans, number {i}") for i in range(5)
+    ]
+    answer = store.add_note(
+        "u", "Ann told me that she is allergic to peanuts and must avoid them at dinner"
+    )
+    cosines = {m.id: 0.04 if i % 2 == 0 else -0.04 for i, m in enumerate(others)}
+    _give_vectors(store, cosines | {answer.id: answer_cosine})
+    return answer
+
+
+def test_a_keyword_match_whose_similarity_stands_out_among_the_matches_counts(
+    db_path: Path,
+) -> None:
+    """The answer shares only the name with the query; its cosine 0.15 is 3.2 standard
+    deviations up — under the floor (0.3) and under the bar of 46 entries (3.52), so not
+    in the vector list, but above the bar of the keyword list's 6 matches (2.94): its
+    similarity counts, and it leads the matches that share the name and nothing else."""
+    with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
+        answer = _ann_and_a_long_answer(store, 0.15)
+        assert fusion.outlier_z(store.config.search, 46) > 3.3 > 2.94
+        hits = store.search("u", QUERY, limit=3)
+    assert hits[0].memory.id == answer.id
+    assert hits[0].similarity == pytest.approx(0.15, abs=2e-3)
+    assert [h.similarity for h in hits[1:]] == [0.0, 0.0]
+
+
+def test_a_keyword_match_under_the_matches_bar_is_ranked_by_its_words(db_path: Path) -> None:
+    """The same answer at cosine 0.11 (2.5 standard deviations, under the 6 matches' bar
+    2.94): nothing stands out, the keyword list's order stands (the answer, longest,
+    last), and no entry that shares no word with the query is returned."""
+    with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
+        answer = _ann_and_a_long_answer(store, 0.11)
+        hits = store.search("u", QUERY, limit=10)
+    assert [h.memory.id for h in hits][-1] == answer.id
+    assert len(hits) == 6 and all(h.memory.value.startswith("Ann") for h in hits)
+    assert all(h.similarity == 0.0 for h in hits)

@@ -5,7 +5,7 @@ so the bench measures it against a server with a known latency (100 ms per call 
 default, like a nearby region of a hosted API) instead of the network. The stand-in answers
 ``POST {url}/embeddings`` in the OpenAI/Zhipu shape with one vector per input
 (:func:`standin_vector`): a crude bag-of-words embedding — each of the text's terms
-(memkeeper's own tokenization: stemmed words, two-character CJK pieces) adds a unit
+(:func:`standin_terms`: case-folded, lightly stemmed words, single CJK characters) adds a unit
 direction seeded by its hash, and a term of a synonym group of the recall evaluation's
 vocabulary (:data:`memkeeper.bench.eval_data.CONCEPTS`) adds its group's direction instead,
 so "sick" and "allergic", or "住在" and "搬到", point the same way. Deterministic, with some
@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,10 +28,26 @@ from typing import Any
 import numpy as np
 
 from memkeeper.bench.eval_data import CONCEPTS
-from memkeeper.store.bm25 import terms
+from memkeeper.store.bm25 import stem
 
 STANDIN_KEY = "standin.bench-only-key"
 """The API key the bench's config uses for the stand-in (it checks nothing)."""
+
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_STANDIN_RUNS = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)")
+
+
+def standin_terms(text: str) -> list[str]:
+    """The stand-in's features before synonyms: runs of letters and digits, case-folded
+    and stemmed, and single CJK characters — its own, not search's tokenizer
+    (:func:`memkeeper.store.bm25.terms`, the same rules today): a change of search's terms
+    must not change the embeddings that search and the dense baseline are measured with
+    (the query's would change, the stored entries' not, and the baseline with them)."""
+    out: list[str] = []
+    for cjk, word in _STANDIN_RUNS.findall(text):
+        out += list(cjk) if cjk else [stem(word.lower())]
+    return out
 
 
 def _direction(feature: str, dims: int) -> np.ndarray:
@@ -44,7 +61,7 @@ def _concept_of() -> dict[str, str]:
     out = {}
     for concept, words in CONCEPTS.items():
         for word in words:
-            for term in terms(word):
+            for term in standin_terms(word):
                 out[term] = f"concept:{concept}"
     return out
 
@@ -52,7 +69,7 @@ def _concept_of() -> dict[str, str]:
 @functools.lru_cache(maxsize=65536)
 def _standin(text: str, dims: int) -> tuple[float, ...]:
     concept_of = _concept_of()
-    features = [concept_of.get(term, term) for term in terms(text)] or [text]
+    features = [concept_of.get(term, term) for term in standin_terms(text)] or [text]
     vector = np.zeros(dims)
     for feature in features:
         vector += _direction(feature, dims)

@@ -18,6 +18,12 @@ in the first k. Systems, each on the same memories:
   stand-in's vectors) and ``rrf`` (reciprocal-rank fusion of those two, k 60). They know
   nothing of ages, so they have one figure.
 
+Beside them, ``ties_expected``: recall@k *expected* over the order of equal scores (an
+entry tied with t others for ranks r..r+t counts (k - r + 1) / (t + 1) of a question at k),
+of the textbook BM25 and of memkeeper's own BM25 scorer
+(:func:`memkeeper.store.bm25.score_all`) over the same memories: the comparison of the two
+scorers that no tie-break, the baseline's hash or memkeeper's prior, makes a coin flip.
+
 For questions that match nothing it reports the *no-match precision*: the share a system
 answered with no hit at all (``no_answer_silent``; dense-only and RRF rank every entry, so 0).
 With an API key for the configured endpoint, ``endpoint`` adds memkeeper's hybrid with the
@@ -47,6 +53,7 @@ from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmNotConfigured
 from memkeeper.storage.vectors import embedding_text
 from memkeeper.store import MemoryStore, semantic
+from memkeeper.store.bm25 import score_all
 from memkeeper.store.semantic import embeddings_llm
 
 KS = (1, 3, 10)
@@ -208,7 +215,9 @@ def baselines(data: EvalSet, dims: int) -> dict[str, Any]:
         "rrf": [],
     }
     silent = 0
+    expected: dict[str, Counter[int]] = {"bm25": Counter(), "keyword_scorer": Counter()}
     for user, memories in _by_user(data.memories):
+        rows = [(m.ref, m.key, m.value) for m in memories]
         texts = [embedding_text(m.kind, m.key, m.value) for m in memories]
         docs = [Counter(_plain_terms(t)) for t in texts]
         lengths = [sum(d.values()) for d in docs]
@@ -237,6 +246,10 @@ def baselines(data: EvalSet, dims: int) -> dict[str, Any]:
                 silent += not bm25
                 continue
             wanted = next(i for i, m in enumerate(memories) if m.ref == q.expect)
+            textbook = {memories[i].ref: scores[i] for i in matching}
+            _expected_at(expected["bm25"], textbook, q.expect)
+            scorer = {found.id: found.score for found in score_all(rows, q.query)}
+            _expected_at(expected["keyword_scorer"], scorer, q.expect)
             systems = (("bm25", bm25), ("bm25_written", written), ("dense", dense), ("rrf", rrf))
             for name, ranking in systems:
                 top = [int(i) for i in ranking[: max(KS)]]
@@ -245,7 +258,24 @@ def baselines(data: EvalSet, dims: int) -> dict[str, Any]:
     out["bm25"]["no_answer_silent"] = round(silent / _no_answers(data), 3)
     for name in ("dense", "rrf"):  # they rank every entry: never silent
         out[name]["no_answer_silent"] = 0.0
+    answered = max(1, sum(q.expect is not None for q in data.questions))
+    out["ties_expected"] = {
+        name: {f"recall@{k}": round(found[k] / answered, 3) for k in KS}
+        for name, found in expected.items()
+    }
     return out
+
+
+def _expected_at(into: Counter[int], scores: dict[str, float], wanted: str) -> None:
+    """Add to ``into[k]`` the chance that ``wanted`` is in the first k when entries of equal
+    score (within 1e-9, relative) come in any order."""
+    score = scores.get(wanted, 0.0)
+    if score <= 0:
+        return
+    above = sum(v > score * (1 + 1e-9) for v in scores.values())
+    tied = sum(abs(v - score) <= score * 1e-9 for v in scores.values())
+    for k in KS:
+        into[k] += min(1.0, max(0.0, (k - above) / tied))
 
 
 def _bm25(
@@ -296,6 +326,15 @@ def table(figures: dict[str, Any]) -> str:
         lines.append(
             f"{name:<22} {f['recall@1']:>6} {f['recall@3']:>6} {f['recall@10']:>6}   {kinds}"
             + (f"; {silent}" if silent is not None else "")
+        )
+    ties = figures["baselines"].get("ties_expected")
+    if ties:
+        lines.append(
+            "equal scores in any order, expected R@1/R@3/R@10: "
+            + "; ".join(
+                f"{label} {' / '.join(str(ties[n][f'recall@{k}']) for k in KS)}"
+                for n, label in (("bm25", "baseline bm25"), ("keyword_scorer", "memkeeper's"))
+            )
         )
     if "skipped" in endpoint:
         lines.append(f"endpoint: skipped ({endpoint['skipped']})")

@@ -22,9 +22,10 @@ Tokenization (:func:`terms`), the same for queries and entries:
 
 Scoring (:func:`score_rows`): an entry's terms are those of its key and value (a key term
 weighs :data:`KEY_WEIGHT`), its length their number. With ``N`` the user's entries in the
-namespaces, kinds and states searched, ``avgdl`` their mean length (their mean in
-characters, one SQL aggregate, times the candidates' terms per character) and ``df`` how
-many of them contain the term::
+namespaces, kinds and states searched, ``avgdl`` their mean length (exact for a small
+user, whose rows are all read; for a large one their mean in characters, one SQL
+aggregate, times the candidates' terms per character) and ``df`` how many of them contain
+the term::
 
     idf(t)   = ln(1 + (N - df + 0.5) / (df + 0.5))
     bm25(d)  = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 - b + b·len(d)/avgdl)),  k1 1.2, b 0.75
@@ -169,11 +170,14 @@ def score_rows(
     total: int,
     mean_length: float,
     index: RowsIndex | None = None,
+    mean_terms: float | None = None,
 ) -> list[Scored]:
     """BM25 of each row ``(id, key, value)`` that contains a query term, best first (equal
     scores by their pairs' BM25, then by id), with its coverage; ``total`` and
-    ``mean_length`` are the user's entry count and mean length. With ``index`` (the rows'
-    postings, :mod:`memkeeper.store.bm25_index`) the matches are read from it."""
+    ``mean_length`` are the user's entry count and mean length in characters, and
+    ``mean_terms``, when known (every row of the user read), the exact mean length in
+    terms, ``avgdl`` itself. With ``index`` (the rows' postings,
+    :mod:`memkeeper.store.bm25_index`) the matches are read from it."""
     rows = list(rows)
 
     def find(wanted: Sequence[str], exact: bool) -> tuple[list[Match], Counter[str]]:
@@ -194,10 +198,13 @@ def score_rows(
     if not matched:
         return []
     n = max(total, len(matched))
-    # Lengths in terms, the mean estimated from the user's mean in characters (one SQL
-    # aggregate) at the candidates' own terms per character.
-    chars = sum(c for _, c, _, _ in matched) or 1
-    avgdl = max(mean_length, 1.0) * sum(t for _, _, t, _ in matched) / chars
+    if mean_terms is not None:
+        avgdl = mean_terms
+    else:
+        # Lengths in terms, the mean estimated from the user's mean in characters (one SQL
+        # aggregate) at the candidates' own terms per character.
+        chars = sum(c for _, c, _, _ in matched) or 1
+        avgdl = max(mean_length, 1.0) * sum(t for _, _, t, _ in matched) / chars
     avgdl = avgdl if avgdl > 0 else 1.0
     idf = {t: _idf(n, df[t]) for t in query.terms}
     whole = sum(idf.values()) or 1.0
@@ -324,7 +331,10 @@ def keyword_scores(
 
 def score_all(rows: Sequence[Sequence[Any]], query: str) -> list[Scored]:
     """:func:`keyword_scores` over a small user's whole set ``(id, key, value)`` already
-    read: the same statistics; every row is a candidate (its cached terms decide)."""
+    read: the same statistics, with ``avgdl`` exact (every row's length in terms is
+    known: the estimate from characters, which a large user's SQL aggregate needs, moved
+    CJK entries, whose ASCII keys have many characters per term, by a rank against
+    textbook BM25); every row is a candidate (its cached terms decide)."""
     from memkeeper.store.bm25_index import rows_index
 
     wanted = query_terms(query)
@@ -337,4 +347,5 @@ def score_all(rows: Sequence[Sequence[Any]], query: str) -> list[Scored]:
         total=len(rows),
         mean_length=index.total_chars / len(rows),
         index=index,
+        mean_terms=index.total_terms / len(rows),
     )

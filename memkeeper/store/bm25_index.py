@@ -4,10 +4,10 @@ Search reads a small user's whole set of entries (``(id, key, value)``) on every
 scores it with BM25 (:func:`memkeeper.store.bm25.score_all`). Finding the rows that hold a
 query term row by row cost about a third of a search of 500 entries; :class:`RowsIndex`
 keeps, for one exact set of rows, each term's rows (the postings) and the set's length in
-characters, so a query reads the postings of its own terms only. The index is the rows' own:
-it is kept per process by the rows themselves (:data:`KEPT` sets, least recently used
-first out), so any change of an entry — a new value, a new entry, one gone — is another
-set and another index, never a stale one. The matches it gives are exactly those of the
+characters and in terms, so a query reads the postings of its own terms only. The index is
+the rows' own: it is kept per process by the rows themselves (:data:`KEPT` sets, least
+recently used first out), so any change of an entry — a new value, a new entry, one gone —
+is another set and another index, never a stale one. The matches it gives are exactly those of the
 row-by-row scan (a test compares them).
 """
 
@@ -35,6 +35,7 @@ class RowsIndex:
         self.counts = [entry_counts(key, value) for _, key, value in rows]
         self.chars = [len(key or "") + len(value) for _, key, value in rows]
         self.total_chars = sum(self.chars)
+        self.total_terms = sum(counts.length for counts in self.counts)
         postings: dict[str, list[int]] = {}
         for position, counts in enumerate(self.counts):
             for term in counts.terms:

@@ -89,19 +89,18 @@ def search(
     if every is not None:  # (id, kind, key, value) of a small user's entries, read above
         kind_at, key_at, value_at = FACTS.index("kind"), FACTS.index("key"), len(FACTS)
         entries = [(r[0], r[kind_at], r[key_at], r[value_at]) for r in every]
-    similar, vector_share, embed_ms, used_vectors = vector_list.similar(
-        core, user_id, namespaces, query, wanted, entries
-    )
+    vectors = vector_list.similar(core, user_id, namespaces, query, wanted, entries)
+    similar, embed_ms = vectors.found, vectors.embed_ms
     keyword, facts = _keyword_and_facts(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
     )
     if min_confidence > 0:
         facts = {i: row for i, row in facts.items() if row["confidence"] >= min_confidence}
-    ranked = _rank(core, keyword, similar, vector_share, facts, exclude, limit)
+    ranked = _rank(core, keyword, vectors, facts, exclude, limit)
     chosen = SearchResults(_found(core, user_id, ranked, facts))
     chosen.embed_ms = embed_ms
     chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
-    chosen.semantic = used_vectors
+    chosen.semantic = vectors.semantic
     log.debug("search", candidates=len(facts), hits=len(chosen), **chosen.timing())
     return chosen
 
@@ -113,8 +112,7 @@ Ranked = tuple[str, float, float, float, float, float]
 def _rank(
     core: StoreCore,
     keyword: list[Scored],
-    similar: list[tuple[str, float]],
-    vector_share: dict[str, float],
+    vectors: vector_list.VectorList,
     facts: dict[str, Any],
     exclude: Collection[str],
     limit: int,
@@ -127,9 +125,17 @@ def _rank(
     of the whole ranking, whatever the limit.
     """
     settings = core.config.search
+    similar, vector_share = vectors.found, vectors.share
     # No calibrated vector scores (fewer vectors than fusion.OUTLIER_MIN_ENTRIES): by rank.
     by_rank = bool(similar) and not vector_share
-    keyword_of, similarity_of = {k.id: k for k in keyword}, dict(similar)
+    # Keyword matches whose similarity stands out among the keyword list's: it counts too.
+    also = (
+        []
+        if by_rank or settings.fusion == "rrf"
+        else fusion.keyword_outliers(settings, [k.id for k in keyword], vectors.z)
+    )
+    keyword_of = {k.id: k for k in keyword}
+    similarity_of = dict(similar) | {i: vectors.cosine[i] for i in also}
     list_coverage = max((k.coverage for k in keyword), default=0.0)
     best = keyword[0].score if keyword else 0.0
     fused = fusion.relevances(
@@ -139,6 +145,7 @@ def _rank(
         vector_share,
         list_coverage,
         by_rank=by_rank,
+        also=also,
     )
     # In no list, or a weight of 0: nothing about the entry matches.
     relevant = [

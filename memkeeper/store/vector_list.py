@@ -17,12 +17,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from memkeeper.storage.nearest import nearest_entries, ranks_in_database, user_has_vectors
 from memkeeper.storage.vectors import has_vectors, user_vectors
 from memkeeper.store import fusion, semantic
 from memkeeper.store.core import StoreCore
+
+
+class VectorList(NamedTuple):
+    """What the vector side gives ranking: ``found``, the admitted entries (id, cosine; best
+    first); for each of the ``vector_candidates`` most similar entries, admitted or not, its
+    ``share`` of the list's scale ((cosine - mean) / (best - mean) over the user's vectors;
+    empty under :data:`memkeeper.store.fusion.OUTLIER_MIN_ENTRIES` vectors: fused by rank)
+    and its ``cosine``; the query embedding's ms; and whether similarity took part (False:
+    keyword-only)."""
+
+    found: list[tuple[str, float]]
+    share: dict[str, float]
+    cosine: dict[str, float]
+    z: dict[str, float]
+    embed_ms: float = 0.0
+    semantic: bool = False
+
+
+def _none(embed_ms: float = 0.0) -> VectorList:
+    """No vector list: keyword-only (after ``embed_ms`` spent on a failed embedding)."""
+    return VectorList([], {}, {}, {}, embed_ms)
 
 
 def similar(
@@ -32,11 +53,10 @@ def similar(
     query: str,
     kinds: Sequence[str],
     entries: list[tuple[str, str, str | None, str]] | None,
-) -> tuple[list[tuple[str, float]], dict[str, float], float, bool]:
-    """The vector list: up to ``vector_candidates`` entries most similar to ``query`` (id,
-    cosine; best first, admitted by :func:`memkeeper.store.fusion.admitted`), each one's
-    share of the list's scale ((cosine - mean) / (best - mean) over the user's vectors; none
-    under :data:`memkeeper.store.fusion.OUTLIER_MIN_ENTRIES` vectors: fused by rank), the
+) -> VectorList:
+    """The vector list (:class:`VectorList`): up to ``vector_candidates`` entries most
+    similar to ``query``, admitted by :func:`memkeeper.store.fusion.admitted`, the share of
+    the list's scale and the cosine of each of those most similar (admitted or not), the
     embedding's ms, and whether similarity took part (False: keyword-only). Only entries of
     ``kinds`` are in it (a small user's ``entries``, when given, hold those alone already)."""
     settings = core.config.search
@@ -49,7 +69,7 @@ def similar(
                 stored = has_vectors(core.storage.hot)
         if stored:
             semantic.warn_no_key(core.config)
-        return [], {}, 0.0, False
+        return _none()
     if ranks_in_database(core.storage.hot):  # PostgreSQL: the vector list from pgvector
         return _similar_in_database(core, user_id, namespaces, query, kinds)
     with core.storage.lock:
@@ -63,12 +83,12 @@ def similar(
             kinds=None if entries is not None else kinds,
         )
     if not ids:
-        return [], {}, 0.0, False
+        return _none()
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
     if vector is None:
-        return [], {}, embed_ms, False
+        return _none(embed_ms)
     import numpy as np
 
     similarities = matrix @ vector
@@ -77,13 +97,12 @@ def similar(
     # Ties by id (ids are sorted): the same list whatever the limit.
     best = np.argsort(-similarities, kind="stable")[:depth]
     top = [ids[i] for i in best.tolist()]
-    found, share = _vector_list(core, top, similarities[best], len(ids), mean, spread)
-    return found, share, embed_ms, True
+    return _vector_list(core, top, similarities[best], len(ids), mean, spread, embed_ms)
 
 
 def _similar_in_database(
     core: StoreCore, user_id: str, namespaces: Sequence[str], query: str, kinds: Sequence[str]
-) -> tuple[list[tuple[str, float]], dict[str, float], float, bool]:
+) -> VectorList:
     """:func:`_similar` with the vector list computed by the database (PostgreSQL: the
     same selection, statistics and order as the numpy ranking, in one statement)."""
     settings = core.config.search
@@ -91,12 +110,12 @@ def _similar_in_database(
     storage = core.storage
     with storage.lock:
         if not user_has_vectors(storage.hot, user_id=user_id, model=model, dims=dims):
-            return [], {}, 0.0, False
+            return _none()
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
     if vector is None:
-        return [], {}, embed_ms, False
+        return _none(embed_ms)
     with storage.lock:
         near = nearest_entries(
             storage.hot,
@@ -108,21 +127,28 @@ def _similar_in_database(
             depth=settings.vector_candidates,
         )
     if not near.count:
-        return [], {}, embed_ms, False
+        return _none(embed_ms)
     import numpy as np
 
     top = [memory_id for memory_id, _ in near.top]
     chosen = np.array([similarity for _, similarity in near.top], dtype=np.float64)
-    found, share = _vector_list(core, top, chosen, near.count, near.mean, near.spread)
-    return found, share, embed_ms, True
+    return _vector_list(core, top, chosen, near.count, near.mean, near.spread, embed_ms)
 
 
 def _vector_list(
-    core: StoreCore, top: list[str], chosen: Any, count: int, mean: float, spread: float
-) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    core: StoreCore,
+    top: list[str],
+    chosen: Any,
+    count: int,
+    mean: float,
+    spread: float,
+    embed_ms: float,
+) -> VectorList:
     """The vector list from the ``top`` ids (best first) with their similarities ``chosen``
     (a numpy array) among the user's ``count`` vectors of similarities ``mean`` and
-    ``spread``: the admitted ones (id, cosine), and each one's share of the list's scale."""
+    ``spread``: the admitted ones (id, cosine), and every top entry's share of the list's
+    scale, cosine and z-score (a keyword match among them may count though not admitted:
+    :func:`memkeeper.store.fusion.keyword_outliers`)."""
     import numpy as np
 
     settings = core.config.search
@@ -135,9 +161,13 @@ def _vector_list(
     found = [(top[i], min(1.0, c)) for i, c in zip(kept, cosines, strict=True)]
     share: dict[str, float] = {}
     if count >= fusion.OUTLIER_MIN_ENTRIES and len(top):  # else no distribution: by rank
+        # Every entry of the top, admitted or not (fusion.keyword_outliers).
         scale = float(chosen[0]) - mean
         share = {
-            top[i]: (c - mean) / scale if scale > 1e-9 else 1.0
-            for i, c in zip(kept, cosines, strict=True)
+            memory_id: (c - mean) / scale if scale > 1e-9 else 1.0
+            for memory_id, c in zip(top, chosen.tolist(), strict=True)
         }
-    return found, share
+    cosine = {memory_id: min(1.0, c) for memory_id, c in zip(top, chosen.tolist(), strict=True)}
+    calibrated = outliers and count >= fusion.OUTLIER_MIN_ENTRIES
+    z_of = dict(zip(top, z.tolist(), strict=True)) if calibrated else {}
+    return VectorList(found, share, cosine, z_of, embed_ms, True)
