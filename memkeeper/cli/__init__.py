@@ -47,20 +47,8 @@ __all__ = [
     "yes_option",
 ]
 
-_FROM_APP = frozenset(
-    (
-        "EXIT_INTERRUPTED",
-        "App",
-        "cli",
-        "json_option",
-        "limit_type",
-        "namespace_option",
-        "pass_app",
-        "print_json",
-        "required_text",
-        "yes_option",
-    )
-)
+_FROM_APP = frozenset(__all__) - {"entry", "main"}
+"""The names :mod:`memkeeper.cli.app` defines (the rest are this module's own)."""
 
 
 def __getattr__(name: str) -> Any:
