@@ -53,3 +53,13 @@ def test_a_missing_database_answers_as_an_empty_one(tmp_path: Path, tool: str) -
     MemoryStore(empty).close()
     assert empty.exists()
     assert answered == _answer(empty, tool)
+
+
+def test_on_sqlite_each_call_at_once_gets_a_store_of_its_own(tmp_path: Path) -> None:
+    """SQLite's stores are one connection behind one lock each: calls at once take
+    separate stores (the PostgreSQL ref shares one: tests/postgres/test_pg_mcp.py)."""
+    with StoreRef(tmp_path / "memory.db") as ref:
+        with ref.borrow(create=True) as a, ref.borrow(create=True) as b:
+            assert a is not None and b is not None and a is not b
+        with ref.borrow(create=True) as again:
+            assert again in (a, b)

@@ -26,6 +26,15 @@ read-only tool (or a ``forget``) on a database that does not exist yet gets the 
 empty memory gives and creates nothing; the first write opens a store with ``create=True``.
 A server given an open store (``memkeeper run --mcp``, the bench, tests) uses that one in
 the first thread and opens the others on its files, with its config and clock.
+
+**On PostgreSQL, one store.** A PostgreSQL store is already made for threads: each thread
+leases its own connection from the store's one pool
+(:mod:`memkeeper.storage.postgres.leases`), and the server's locks, not a mutex, keep them
+apart. Several stores there would be several pools (``WORKERS`` of them, each keeping its
+idle connections open on the server), against "one connection pool per store". So on a
+database URL the ref opens (or is given) one store and lends it to every call at once; the
+store's ``[database] pool_size`` bounds the server's connections. Which kind the ref serves
+is known once its first store is open: until then openings go one at a time.
 """
 
 from __future__ import annotations
@@ -73,6 +82,13 @@ class StoreRef:
         self._mine: list[MemoryStore] = []
         self._free: list[MemoryStore] = []
         self._lock = threading.Lock()
+        self._shared: MemoryStore | None = None
+        """PostgreSQL: the one store every call borrows at once (None on SQLite)."""
+        self._sharing = 0
+        """How many calls have the shared store now (:meth:`borrow_free` keeps a free
+        connection of its pool for the event loop's calls)."""
+        self._opening = threading.Lock()
+        self._kind_known = False
         self.workers = workers
         self._limiter: Any = None
         self._stop = threading.Event()
@@ -80,7 +96,7 @@ class StoreRef:
         self._buffer: UseBuffer | None = None
         if store is not None:
             self._enlist(store)
-            self._free.append(store)
+            self._settle_kind(store)
 
     @classmethod
     def of(cls, store: MemoryStore | StoreRef) -> StoreRef:
@@ -108,7 +124,14 @@ class StoreRef:
         """A store that is open and free now, or None (nothing is opened: opening may write
         its file, and this is for the event loop, which must not wait for that)."""
         with self._lock:
-            store = self._free.pop() if self._free else None
+            if self._shared is not None:
+                # Only while the pool has a connection to spare: the loop must not wait.
+                spare = self._sharing < _pool_size(self._shared)
+                store = self._shared if spare else None
+                if store is not None:
+                    self._sharing += 1
+            else:
+                store = self._free.pop() if self._free else None
         with self._lent(store) as lent:
             yield lent
 
@@ -120,12 +143,36 @@ class StoreRef:
         finally:
             if store is not None:
                 with self._lock:
-                    self._free.append(store)
+                    if store is self._shared:
+                        self._sharing -= 1
+                    else:
+                        self._free.append(store)
 
     def _take(self, create: bool) -> MemoryStore | None:
+        taken = self._lend()
+        if taken is not None:
+            return taken
+        if self._kind_known:
+            return self._open(create)
+        with self._opening:  # the first store tells whether the others share it
+            taken = self._lend()
+            if taken is not None:
+                return taken
+            store = self._open(create)
+            if store is not None:
+                self._settle_kind(store)
+                return self._lend() if self._shared is store else store
+            return None
+
+    def _lend(self) -> MemoryStore | None:
+        """A free store (the shared one, always), or None."""
         with self._lock:
-            if self._free:
-                return self._free.pop()
+            if self._shared is not None:
+                self._sharing += 1
+                return self._shared
+            return self._free.pop() if self._free else None
+
+    def _open(self, create: bool) -> MemoryStore | None:
         try:
             store = MemoryStore(
                 self._path, config=self._config, clock=self._clock, actor="mcp", create=create
@@ -136,6 +183,17 @@ class StoreRef:
         with self._lock:
             self._mine.append(store)
         return store
+
+    def _settle_kind(self, store: MemoryStore) -> None:
+        """Learn from the first open store whether calls share it (PostgreSQL) or each take
+        one of their own (SQLite: the store is given back among the free ones, unless a
+        call holds it now, which gives it back itself)."""
+        with self._lock:
+            self._kind_known = True
+            if store.storage.one_database:
+                self._shared = store
+            elif store is self._given:
+                self._free.append(store)
 
     def _enlist(self, store: MemoryStore) -> None:
         """Make ``store`` buffer its uses, and start the thread that writes them."""
@@ -172,6 +230,8 @@ class StoreRef:
             with self._lock:
                 mine, self._mine = self._mine, []
                 self._free = [store for store in self._free if store not in mine]
+                if self._shared in mine:
+                    self._shared = None
             for store in mine:
                 store.close()
 
@@ -180,6 +240,11 @@ class StoreRef:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+
+def _pool_size(store: MemoryStore) -> int:
+    """How many connections a PostgreSQL store's pool opens at most."""
+    return int(getattr(getattr(store.storage, "pool", None), "max_size", 1))
 
 
 def _location(store: MemoryStore) -> str | Path:

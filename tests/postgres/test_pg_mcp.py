@@ -170,3 +170,48 @@ def test_stores_of_one_database_share_one_use_buffer_from_any_working_directory(
         monkeypatch.chdir(tmp_path)
         with MemoryStore(pg_database) as second:
             assert use_buffer.enable(second.storage) is buffer
+
+
+def _memkeeper_sessions(url: str) -> int:
+    """memkeeper's connections to the test's database, as the server counts them."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        (count,) = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name = 'memkeeper'"
+        ).fetchone()
+    return int(count)
+
+
+def test_the_calls_of_a_server_share_one_store_and_its_one_pool(pg_database: str) -> None:
+    """Issue 22: one connection pool per store. Four calls at once (the ref's WORKERS) each
+    with a store of its own would be four pools, each keeping its connections open."""
+    config = Config.model_validate({"database": {"pool_size": 2}})
+    with MemoryStore(pg_database, config=config) as seeded:
+        seeded.remember("ann", "city", "Oslo")
+    with StoreRef(pg_database, config=config, workers=4) as stores:
+        with (
+            stores.borrow(create=False) as a,
+            stores.borrow(create=False) as b,
+            stores.borrow(create=True) as c,
+            stores.borrow(create=True) as d,
+        ):
+            lent = [a, b, c, d]
+            assert all(s is not None for s in lent)
+            for store in lent:
+                assert store.recall("ann", "city").value == "Oslo"  # type: ignore[union-attr]
+            assert _memkeeper_sessions(pg_database) <= 2  # the pool's most (four pools: 4+)
+            assert len({id(s) for s in lent}) == 1
+            # The event loop's borrow still gets it while the pool has a connection to spare.
+            with stores.borrow_free() as free:
+                assert free is None  # four calls hold it and the pool has two connections
+        with stores.borrow_free() as free:
+            assert free is a
+        assert 1 <= _memkeeper_sessions(pg_database) <= 2
+    assert _memkeeper_sessions(pg_database) == 0
+
+
+def test_a_server_given_a_store_on_postgresql_opens_no_other(pg_database: str) -> None:
+    with MemoryStore(pg_database, actor="mcp") as given, StoreRef(store=given) as stores:
+        with stores.borrow(create=True) as first, stores.borrow(create=True) as second:
+            assert first is given and second is given
+        assert _memkeeper_sessions(pg_database) <= given.config.database.pool_size
