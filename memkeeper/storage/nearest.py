@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memkeeper.storage.sqlite.connection import Database
 from memkeeper.storage.vectors import CURRENT_STATES
@@ -66,15 +67,21 @@ def nearest_entries(
 
     if not namespaces or not kinds:
         return Nearest(0, 0.0, 0.0, [])
-    count, mean, spread, top = user_similarities(
-        db.raw,  # type: ignore[attr-defined]
-        db.schema,  # type: ignore[attr-defined]
-        user_id=user_id,
-        namespaces=namespaces,
-        kinds=kinds,
-        states=CURRENT_STATES,
-        model=model,
-        query=query,
-        depth=depth,
-    )
+    schema: str = db.schema  # type: ignore[attr-defined]
+
+    def similarities(raw: Any) -> tuple[int, float, float, list[tuple[str, float]]]:
+        return user_similarities(
+            raw,
+            schema,
+            user_id=user_id,
+            namespaces=namespaces,
+            kinds=kinds,
+            states=CURRENT_STATES,
+            model=model,
+            query=query,
+            depth=depth,
+        )
+
+    # A read like any other: a connection the server dropped is replaced and it runs again.
+    count, mean, spread, top = db.conn.on_raw(similarities)  # type: ignore[attr-defined]
     return Nearest(count, mean, spread, top)

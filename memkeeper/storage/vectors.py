@@ -163,7 +163,12 @@ def prepare_index(db: Database, *, model: str, dims: int) -> int:
     from memkeeper.storage.postgres.vector_index import ensure_index
 
     # Outside a transaction, concurrently: writes to vectors go on while it is built.
-    ensure_index(db.raw, db.schema, model, dims, concurrently=True)  # type: ignore[attr-defined]
+    # (Run again on a new connection when the server dropped the old one: it creates the
+    # index only if missing, and builds again one an interruption left invalid.)
+    schema: str = db.schema  # type: ignore[attr-defined]
+    db.conn.on_raw(  # type: ignore[attr-defined]
+        lambda raw: ensure_index(raw, schema, model, dims, concurrently=True)
+    )
     return pg_vectors.fill_embeddings(db, EMBEDDINGS_FILLED_PER_RUN)
 
 

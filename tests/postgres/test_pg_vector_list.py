@@ -196,3 +196,62 @@ def test_a_large_users_nearest_come_through_the_hnsw_index_and_match_the_exact_l
         assert indexed.count == exact.count
         assert [i for i, _ in indexed.top] == [i for i, _ in exact.top]
         assert [s for _, s in indexed.top] == pytest.approx([s for _, s in exact.top])
+
+
+def _kill_backends(url: str, store: MemoryStore) -> None:
+    """End every connection of the store's pool, as a restart or a failover does."""
+    pids = sorted(store.storage.backend_pids())
+    assert pids
+    with psycopg.connect(url, autocommit=True) as admin:
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["exact", "hnsw"])
+def test_a_search_by_meaning_whose_connection_died_reconnects(
+    store: MemoryStore, pg_suite_url: str, monkeypatch: pytest.MonkeyPatch, large: bool
+) -> None:
+    """The vector statements run on psycopg's connection itself: they must reconnect like
+    every other read, not fail the search (the server dropped the connection while the
+    query was being embedded, between the search's two leases)."""
+    from memkeeper.storage.postgres import vector_index
+
+    _fill(store)
+    _index(store)
+    if large:  # alice is "large": the HNSW path, its own transaction and settings
+        monkeypatch.setattr(vector_index, "EXACT_UP_TO", 5)
+    before = store.search("alice", "weekly report as pdf")
+    assert before.semantic
+    embed = semantic.query_vector
+    killed: list[int] = []
+
+    def embed_then_lose_the_server(*args, **kwargs):  # type: ignore[no-untyped-def]
+        vector = embed(*args, **kwargs)
+        _kill_backends(pg_suite_url, store)
+        killed.append(1)
+        return vector
+
+    monkeypatch.setattr(semantic, "query_vector", embed_then_lose_the_server)
+    after = store.search("alice", "weekly report as pdf")
+    assert killed and after.semantic
+    assert [(h.memory.id, h.similarity) for h in after] == [
+        (h.memory.id, h.similarity) for h in before
+    ]
+
+
+def test_the_index_job_builds_its_index_on_a_new_connection_after_one_died(
+    store: MemoryStore, pg_suite_url: str
+) -> None:
+    from memkeeper.storage.vectors import prepare_index
+
+    _fill(store)
+    with store.storage.lock:
+        store.storage.hot.execute("SELECT 1")  # the lease holds its connection now
+        _kill_backends(pg_suite_url, store)
+        prepare_index(store.storage.hot, model=MODEL, dims=DIMS)
+    valid = _raw(
+        store,
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        f" WHERE c.relname = '{index_name(MODEL, DIMS)}'",
+    )
+    assert valid == [(True,)]

@@ -246,6 +246,12 @@ class _ThreadConnection:
         with self._lease:
             return _leased(self._lease).conn.read_together(statements)
 
+    def on_raw(self, call: Callable[[psycopg.Connection], Any]) -> Any:
+        """``call`` on the thread's psycopg connection, reconnecting like a read
+        (:meth:`PostgresConnection.on_raw`)."""
+        with self._lease:
+            return _leased(self._lease).conn.on_raw(call)
+
     @property
     def raw(self) -> psycopg.Connection:
         return _leased(self._lease).raw

@@ -227,7 +227,9 @@ def _nearest_by_index(
     of ``model`` at ``dims`` (:func:`ensure_index`): the index's nearest of the user's own
     rows (iterative scan, so other users' rows never crowd them out), then the same filters
     and order as the exact statement. Twice ``depth`` are taken from the index, for the
-    entries the filters drop (another namespace or kind, a stale vector)."""
+    entries the filters drop (another namespace or kind, a stale vector). The outer read
+    names the user too (the rows are the user's already): every statement on ``vectors``
+    carries its user filter (docs/scaling.md)."""
     statement = sql.SQL(
         "WITH near AS MATERIALIZED ("
         " SELECT memory_id FROM {vectors} WHERE model = {model} AND dims = {dims}"
@@ -235,7 +237,7 @@ def _nearest_by_index(
         " ORDER BY embedding::vector({dims}) <=> %(query)s::vector({dims}) LIMIT %(scan)s)"
         " SELECT v.memory_id, -(v.embedding <#> %(query)s::vector) AS similarity"
         " FROM near JOIN {vectors} AS v ON v.memory_id = near.memory_id"
-        " JOIN {memories} AS m ON m.id = v.memory_id WHERE {current}"
+        " JOIN {memories} AS m ON m.id = v.memory_id WHERE v.user_id = %(user)s AND {current}"
         ' ORDER BY similarity DESC, v.memory_id COLLATE "C" LIMIT %(depth)s'
     ).format(**names, model=sql.Literal(model), dims=sql.Literal(dims))
     with conn.transaction():
