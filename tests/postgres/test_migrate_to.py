@@ -172,7 +172,7 @@ def test_what_the_target_has_no_place_for_is_refused_not_dropped(
     code, out, err = run_cli(capsys, "--db", str(db), "migrate-to", pg_database)
     assert code == 74 and out == ""
     assert message in err and "nothing was kept" in err
-    assert set(counts(pg_database).values()) == {0}
+    assert "memkeeper" not in what_the_database_holds(pg_database)["schemas"]
 
 
 def test_without_vectors_the_embeddings_stay_behind(
@@ -198,3 +198,81 @@ def test_the_url_must_be_postgresql_and_the_source_sqlite(
     assert code == 2 and "already on PostgreSQL" in err
     code, _, err = run_cli(capsys, "--db", str(tmp_path / "none.db"), "migrate-to", pg_database)
     assert code == 66
+
+
+def what_the_database_holds(url: str) -> dict[str, list[str]]:
+    """Its schemas, extensions and tables, as a failed migrate-to must leave them."""
+    with psycopg.connect(url) as conn:
+        return {
+            "schemas": sorted(r[0] for r in conn.execute("SELECT nspname FROM pg_namespace")),
+            "extensions": sorted(r[0] for r in conn.execute("SELECT extname FROM pg_extension")),
+            "tables": sorted(
+                f"{r[0]}.{r[1]}"
+                for r in conn.execute(
+                    "SELECT schemaname, tablename FROM pg_tables"
+                    " WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
+                )
+            ),
+        }
+
+
+@pytest.mark.parametrize("failure", ["explanations", "table", "error"])
+def test_a_migrate_to_that_rolls_back_leaves_the_target_as_it_found_it(
+    tmp_path: Path,
+    pg_database: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    failure: str,
+) -> None:
+    """Issue 22: opening the target created memkeeper's schema (and the extensions) before
+    the copy; a copy that does not commit must take them away again."""
+    from memkeeper.cli import migrate_cmd
+    from memkeeper.storage.postgres import migrate_to
+
+    db = tmp_path / "memory.db"
+    filled_sqlite(db)
+    before = what_the_database_holds(pg_database)
+    assert "memkeeper" not in before["schemas"]
+    if failure == "explanations":  # the sampled explanations differ: exit 74
+        calls = iter(range(10_000))
+        monkeypatch.setattr(migrate_cmd, "_explanation", lambda store, i: str(next(calls)))
+        expected = 74
+    elif failure == "table":  # the source has a table the copy has no place for: exit 74
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE reminders (id INTEGER PRIMARY KEY, text TEXT)")
+        conn.commit()
+        conn.close()
+        expected = 74
+    else:  # any other failure once the schema exists (here: the identities step)
+
+        def broken(pg: object) -> None:
+            raise psycopg.errors.QueryCanceled("canceling statement due to user request")
+
+        monkeypatch.setattr(migrate_to, "_continue_identities", broken)
+        expected = 74  # a statement PostgreSQL refused, with its SQLSTATE
+    code, out, err = run_cli(capsys, "--db", str(db), "migrate-to", pg_database)
+    assert (code, out) == (expected, ""), err
+    assert what_the_database_holds(pg_database) == before
+    # ...and it is still a target migrate-to accepts.
+    monkeypatch.undo()
+    if failure == "table":
+        conn = sqlite3.connect(db)
+        conn.execute("DROP TABLE reminders")
+        conn.commit()
+        conn.close()
+    code, _, err = run_cli(capsys, "--db", str(db), "migrate-to", pg_database)
+    assert (code, err) == (0, "")
+
+
+def test_a_refused_target_keeps_its_schema_and_rows(
+    tmp_path: Path, pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memory.db"
+    filled_sqlite(db)
+    with MemoryStore(pg_database) as there:
+        there.remember("zoe", "city", "Lima")
+    before = what_the_database_holds(pg_database)
+    code, _, _ = run_cli(capsys, "--db", str(db), "migrate-to", pg_database)
+    assert code == 73
+    assert what_the_database_holds(pg_database) == before
+    assert counts(pg_database)["memories"] == 1
