@@ -22,8 +22,10 @@ On SQLite, locks are ``flock(2)`` locks on small files next to the hot database
 (``memory.db.daemon.lock``, ``memory.db.jobs.lock``, ``memory.db.job-merge.lock``; the
 shared ``jobs`` lock is ``LOCK_SH``). The kernel drops a flock when its holder dies — however
 it dies — so a lock left by a killed process is never obeyed: the next process simply gets
-it (the stale pid written in the file is reported and overwritten). An exclusive holder's pid
-is written into the file for the "held by" message.
+it (the stale pid written in the file is overwritten). An exclusive holder's pid is written
+into the file for the "held by" message; a shared holder clears it. The message names the
+holders the kernel lists (Linux: ``/proc/locks``, shared holders included), else the file's
+pid if that process is alive, else "another process": never a killed holder's pid.
 
 On PostgreSQL (a storage whose ``process_lock`` it offers) the same locks are session
 advisory locks on a connection of their own (:mod:`memkeeper.storage.postgres.job_locks`;
@@ -75,12 +77,61 @@ def lock_path(db_path: Path, name: str) -> Path:
 
 
 def _holder(fd: int) -> str:
+    """Who holds the flock of ``fd``'s file, for the "held by" message: the processes the
+    kernel names (Linux's ``/proc/locks``: shared holders too, which write no pid), else
+    the pid the exclusive holder wrote if that process is alive, else "another process"
+    (a pid left by a killed holder names nobody: never shown)."""
+    holders = _flock_holders(fd)
+    if holders:
+        return ("pid " if len(holders) == 1 else "pids ") + ", ".join(map(str, holders))
     try:
         os.lseek(fd, 0, os.SEEK_SET)
         text = os.read(fd, 64).decode("ascii", "replace").strip()
     except OSError:
         return "another process"
-    return f"pid {text}" if text.isdigit() else "another process"
+    if text.isdigit() and _alive(int(text)):
+        return f"pid {text}"
+    return "another process"
+
+
+PROC_LOCKS = Path("/proc/locks")
+
+
+def _flock_holders(fd: int) -> list[int]:
+    """The pids holding a flock on ``fd``'s file, as the kernel lists them (Linux), in the
+    order listed; empty where there is no ``/proc/locks`` or it names none."""
+    try:
+        stat = os.fstat(fd)
+        lines = PROC_LOCKS.read_text(encoding="ascii", errors="replace").splitlines()
+    except OSError:
+        return []
+    mine = (os.major(stat.st_dev), os.minor(stat.st_dev), stat.st_ino)
+    pids: list[int] = []
+    for line in lines:
+        # "1: FLOCK  ADVISORY  READ 4242 fe:00:2146323 0 EOF"; a waiter's line has "->".
+        parts = line.split()
+        if len(parts) < 6 or parts[1] != "FLOCK":
+            continue
+        try:
+            major, minor, inode = parts[5].split(":")
+            key = (int(major, 16), int(minor, 16), int(inode))
+            pid = int(parts[4])
+        except ValueError:
+            continue
+        if key == mine and pid > 0 and pid not in pids:
+            pids.append(pid)
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (on this host: the lock files are local)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by another user
+        return True
+    return True
 
 
 class FileLock:
@@ -125,10 +176,11 @@ class FileLock:
                     ) from None
                 time.sleep(POLL_SECONDS)
         # The holder's pid is only for messages: a full disk must not fail the lock itself.
-        # (Shared holders leave the file alone: it names the last exclusive holder, or none.)
-        if not self.shared:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
+        # A shared holder writes none (there may be many) but clears what the file holds:
+        # with the lock shared no exclusive holder exists, so a pid there is a killed one's.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            if not self.shared:
                 os.lseek(fd, 0, os.SEEK_SET)
                 os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
