@@ -436,6 +436,35 @@ def test_run_due_runs_only_due_jobs_with_their_scheduled_time(clocked_store: Mem
     assert run_due(clocked_store).results == []
 
 
+def test_two_run_once_due_deciding_at_once_run_each_job_once(
+    clocked_store: MemoryStore, db_path: Path, clock: MovableClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two timers (two hosts, or two processes: here two stores, each with its own locks)
+    both see the same jobs due; the second one's runs happen between the first one's look
+    and its run. The first must decide again under each job's lock and run nothing twice."""
+    from memkeeper.service import scheduler
+
+    seed_run(clocked_store, "settle", NOW - timedelta(minutes=1))
+    seed_run(clocked_store, "prune", NOW - timedelta(minutes=1))
+    looked = scheduler.due_jobs
+    other_report: list[Any] = []
+    looks: list[MemoryStore] = []
+
+    def look_then_let_the_other_run(store: MemoryStore, now: datetime | None = None) -> Any:
+        due = looked(store, now)
+        looks.append(store)
+        if len(looks) == 1:  # the first look: the other timer runs everything now
+            with MemoryStore(db_path, config=make_config(), clock=clock) as other:
+                other_report.append(run_due(other))
+        return due
+
+    monkeypatch.setattr(scheduler, "due_jobs", look_then_let_the_other_run)
+    report = run_due(clocked_store)
+    assert [r.job for r in other_report[0].results] == ["expire", "demote"]
+    assert report.results == []  # both were done by the time their locks were held
+    assert sorted(row["job"] for row in runs(clocked_store)) == ["demote", "expire"]
+
+
 def test_abandoned_runs_are_marked_interrupted(clocked_store: MemoryStore) -> None:
     run_id = seed_run(clocked_store, "demote", MONTH_AGO, status="running")
     assert mark_abandoned_runs(clocked_store) == 1

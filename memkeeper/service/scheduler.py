@@ -122,7 +122,47 @@ def run_due(
     """
     moment = now or store.now()
     options.setdefault("trigger", TRIGGER_SCHEDULE)
-    return run_planned(store, due_jobs(store, moment), now=moment, **options)
+    if options.get("dry_run"):  # a preview changes nothing and takes no lock
+        return run_planned(store, due_jobs(store, moment), now=moment, **options)
+    stop_event = options.get("stop_event") or threading.Event()
+    options["stop_event"] = stop_event
+    results = []
+    for name, _ in due_jobs(store, moment):
+        if stop_event.is_set():
+            break
+        result = _run_if_still_due(store, name, moment, options)
+        if result is not None:
+            results.append(result)
+    return RunReport(results)
+
+
+def _run_if_still_due(
+    store: MemoryStore, name: str, moment: datetime, options: RunOptions
+) -> JobResult | None:
+    """Run ``name`` if it is still due once its lock is held, else None.
+
+    The first look (:func:`due_jobs`) is taken without the locks; another process (a timer's
+    run-once on another host, the service) may have run the job between it and the lock.
+    Decided again under the job's lock, which the runner re-enters, no other process can
+    run the job between this decision and the run: once per scheduled time (as
+    :meth:`ServiceJobs._run_locked` does). Raises LockBusy when the lock stays taken."""
+    wait = options.get("lock_wait_seconds")
+    lock = job_lock(store.storage, name)
+    lock.acquire(store.config.service.lock_wait_seconds if wait is None else wait)
+    try:
+        still = dict(due_for_catch_up(store.config, last_successes(store), moment))
+        if name not in still:
+            log.info("already run for its scheduled time by another process; skipping", job=name)
+            return None
+        return run_job(
+            store,
+            name,
+            now=moment,
+            scheduled_for=still[name],
+            **{**options, "lock_wait_seconds": 0},  # held already: re-entered
+        )
+    finally:
+        lock.release()
 
 
 def mark_abandoned_runs(store: MemoryStore) -> int:
