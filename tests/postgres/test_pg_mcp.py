@@ -1,5 +1,6 @@
-"""The MCP server on PostgreSQL: several HTTP clients at once through the server's pool of
-stores (memkeeper/mcp/store_ref.py), each store its own connection to the server.
+"""The MCP server on PostgreSQL: several HTTP clients at once through the server's stores
+(memkeeper/mcp/store_ref.py): on PostgreSQL one store, whose one connection pool leases each
+call's thread a connection of its own.
 
 tests/test_mcp_tools.py runs every tool on both backends through one store; what only this
 module shows is the pool: the stores it opens itself (by the URL, its password included, not
@@ -100,8 +101,8 @@ def test_several_clients_at_once_through_a_pool_of_stores_on_a_url_with_a_passwo
 ) -> None:
     url = as_role(pg_database, role, ROLE_PASSWORD)
     config = token_config(tmp_path)
-    # The server is given an open store (as `memkeeper run --mcp` does): the pool opens its
-    # other stores on the same database, and must use the real URL, not the masked one.
+    # The server is given an open store (as `memkeeper run --mcp` does): every call shares
+    # it (a ref that opened stores of its own would need the real URL, not the masked one).
     with MemoryStore(url, config=config, actor="mcp") as store:
         assert "***" in str(store.path) and ROLE_PASSWORD not in str(store.path)
         server = serving(store, config)
