@@ -29,7 +29,7 @@ import functools
 import itertools
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg.pq import ExecStatus, TransactionStatus
@@ -48,7 +48,6 @@ from memkeeper.storage.postgres.write_locks import (
 from memkeeper.storage.sqlite.connection import _LAZY_KEYWORDS, _first_keyword, _keys
 
 _SAVEPOINTS = itertools.count(1)
-_T = TypeVar("_T")
 _TUPLES_OK = ExecStatus.TUPLES_OK
 
 
@@ -200,16 +199,10 @@ class PostgresConnection:
             parts = self.pending.take()
             self._run(lambda: self.raw.execute("; ".join(parts)), parts[-1], parts[:-1])
 
-    def on_raw(self, call: Callable[[psycopg.Connection], _T]) -> _T:
-        """``call(raw)``: PostgreSQL-only statements run on the psycopg connection itself
-        (``psycopg.sql`` compositions: the vector searches, an index build), reconnecting
-        as every read does. ``call`` must be safe to run twice: it reads, or it writes only
-        what it would write again (``CREATE INDEX ... IF NOT EXISTS``). Outside a
-        transaction a connection found dead is replaced and ``call`` runs once more on the
-        new one; inside one the caller hears
-        :class:`~memkeeper.errors.DatabaseUnreachable` (the transaction is gone)."""
+    def on_raw(self, call: Callable[[psycopg.Connection], Any]) -> Any:
+        """``call(raw)``, run again on a new connection as a read is (leases.py: on_raw)."""
         self.flush()
-        return self._run(lambda: call(self.raw), "SELECT")  # type: ignore[arg-type,return-value]
+        return self._run(lambda: call(self.raw), "SELECT")
 
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
         rows = [_parameters(parameters) for parameters in seq_of_parameters]

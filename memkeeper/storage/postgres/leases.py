@@ -247,8 +247,11 @@ class _ThreadConnection:
             return _leased(self._lease).conn.read_together(statements)
 
     def on_raw(self, call: Callable[[psycopg.Connection], Any]) -> Any:
-        """``call`` on the thread's psycopg connection, reconnecting like a read
-        (:meth:`PostgresConnection.on_raw`)."""
+        """``call(raw)`` on the thread's psycopg connection: ``psycopg.sql`` statements safe
+        to send twice (the vector searches; an index built ``IF NOT EXISTS``), reconnecting
+        as a read does. Outside a transaction a connection found dead is replaced and
+        ``call`` runs once more on the new one; inside one the caller hears
+        :class:`~memkeeper.errors.DatabaseUnreachable` (the transaction is gone)."""
         with self._lease:
             return _leased(self._lease).conn.on_raw(call)
 
