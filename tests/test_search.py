@@ -359,10 +359,15 @@ def test_recall_evaluation_smoke(
     for f in (*(base[n] for n in ("bm25", "dense", "rrf")), figures["hybrid_fresh"]):
         assert 0 <= f["no_answer_silent"] <= 1
     assert base["bm25_written"]["recall@3"] >= base["bm25"]["recall@3"]
-    # memkeeper's BM25 scorer against the textbook one, equal scores in any order
+    # memkeeper's BM25 scorer against the textbook one, equal scores in any order; at
+    # recall@1 within one question: a possessive bound to its word ("Farid's") is a term
+    # of its own, and "which author is Farid's book by?" then finds "Farid's favourite
+    # dish" first on this set (README, "The recall evaluation")
     ties = base["ties_expected"]
+    one = 1 / figures["questions"]
     for k in (1, 3, 10):
-        assert ties["keyword_scorer"][f"recall@{k}"] >= ties["bm25"][f"recall@{k}"] > 0
+        slack = one + 0.001 if k == 1 else 0.0  # the figures are rounded to 0.001
+        assert ties["keyword_scorer"][f"recall@{k}"] + slack >= ties["bm25"][f"recall@{k}"] > 0
 
     def r3(name: str) -> float:
         return float(figures[name]["recall@3"])

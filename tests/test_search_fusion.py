@@ -247,29 +247,43 @@ def _ann_and_a_long_answer(store: MemoryStore, answer_cosine: float) -> Memory:
     return answer
 
 
-def test_a_keyword_match_whose_similarity_stands_out_among_the_matches_counts(
-    db_path: Path,
-) -> None:
+def test_a_keyword_match_whose_similarity_stands_out_counts(db_path: Path) -> None:
     """The answer shares only the name with the query; its cosine 0.15 is 3.2 standard
     deviations up — under the floor (0.3) and under the bar of 46 entries (3.52), so not
-    in the vector list, but above the bar of the keyword list's 6 matches (2.94): its
-    similarity counts, and it leads the matches that share the name and nothing else."""
+    in the vector list: as a keyword match its similarity counts all the same, and it
+    leads the matches that share the name and nothing else."""
     with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
         answer = _ann_and_a_long_answer(store, 0.15)
-        assert fusion.outlier_z(store.config.search, 46) > 3.3 > 2.94
+        assert fusion.outlier_z(store.config.search, 46) > 3.3
         hits = store.search("u", QUERY, limit=3)
     assert hits[0].memory.id == answer.id
     assert hits[0].similarity == pytest.approx(0.15, abs=2e-3)
-    assert [h.similarity for h in hits[1:]] == [0.0, 0.0]
 
 
-def test_a_keyword_match_under_the_matches_bar_is_ranked_by_its_words(db_path: Path) -> None:
-    """The same answer at cosine 0.11 (2.5 standard deviations, under the 6 matches' bar
-    2.94): nothing stands out, the keyword list's order stands (the answer, longest,
-    last), and no entry that shares no word with the query is returned."""
+def test_a_keyword_match_closer_than_average_counts_its_similarity(db_path: Path) -> None:
+    """The same answer at cosine 0.11 (2.5 standard deviations up: no outlier of the
+    user's entries nor of the keyword list's 6 matches, 2.94): a keyword match, so what
+    its vector says counts (fusion.keyword_similar) and it leads — BM25 alone puts it last
+    of Ann's six, the longest. The other matches count their similarity when above the
+    mean (0.04) and none when below (-0.04), and no entry that shares no word with the
+    query is returned."""
     with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
         answer = _ann_and_a_long_answer(store, 0.11)
         hits = store.search("u", QUERY, limit=10)
-    assert [h.memory.id for h in hits][-1] == answer.id
+        by_words = [k.id for k in score_all(_rows(store), QUERY)]
+    assert by_words[-1] == answer.id  # the keyword list alone: last
+    assert hits[0].memory.id == answer.id
+    assert hits[0].similarity == pytest.approx(0.11, abs=2e-3)
     assert len(hits) == 6 and all(h.memory.value.startswith("Ann") for h in hits)
-    assert all(h.similarity == 0.0 for h in hits)
+    assert {round(h.similarity, 2) for h in hits[1:]} <= {0.04, 0.0}
+
+
+def _rows(store: MemoryStore) -> list[tuple[str, str | None, str]]:
+    return [(m.id, m.key, m.value) for m in store.list_memories()]
+
+
+def test_keyword_similar_takes_the_matches_closer_than_the_mean() -> None:
+    """The rule itself: keyword matches among the most similar entries with a share of
+    the vector list's scale above 0 (closer than the user's mean), in the keyword order."""
+    share = {"a": 0.4, "b": -0.1, "c": 0.0, "d": 0.9}
+    assert fusion.keyword_similar(["a", "b", "c", "e", "d"], share) == ["a", "d"]

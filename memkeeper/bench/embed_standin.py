@@ -41,7 +41,8 @@ _STANDIN_RUNS = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)")
 def standin_terms(text: str) -> list[str]:
     """The stand-in's features before synonyms: runs of letters and digits, case-folded
     and stemmed, and single CJK characters — its own, not search's tokenizer
-    (:func:`memkeeper.store.bm25.terms`, the same rules today): a change of search's terms
+    (:func:`memkeeper.store.bm25.terms`, the same rules but for English clitics, which search
+    drops and the stand-in keeps): a change of search's terms
     must not change the embeddings that search and the dense baseline are measured with
     (the query's would change, the stored entries' not, and the baseline with them)."""
     out: list[str] = []

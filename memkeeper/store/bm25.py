@@ -7,7 +7,11 @@ Tokenization (:func:`terms`), the same for queries and entries:
   stemmed (:func:`stem`: plural ``-s``/``-es``/``-ies``, ``-ing``, ``-ed``), so "reports"
   finds ``report_format`` and "deployed" finds "deploy", while "the" never matches
   "others". No stop-word list: BM25's idf already makes a word every entry has weigh next
-  to nothing (measured on the recall evaluation, dropping stop words lost recall).
+  to nothing (measured on the recall evaluation, dropping Lucene's English stop words lost
+  recall: keyword-only recall@10 expected over ties 0.74-0.80 against 0.81-0.86, seeds 1-10
+  and 21). English clitics are no words of their own (:data:`_CLITIC`): "isn't" is
+  ``isn``, and a possessive stays bound to its word, "Farid's" being ``farid`` and
+  ``farid's`` — never the bare ``s`` that matched everyone's possessives.
   A query term that is no entry's word is taken as a prefix ("pd" finds "pdf"), its BM25
   scaled by the share of the word it is (:func:`_prefix`), so whole words lead.
 * **Chinese, Japanese, Korean** (no spaces): each run of such characters is scored by its
@@ -40,6 +44,7 @@ user's postings by its rows (:mod:`memkeeper.store.bm25_index`).
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
@@ -83,12 +88,40 @@ def _undouble(root: str) -> str:
     return root
 
 
+_CLITIC = re.compile(r"(?<=[^\W\d_])['\u2019](s|t|re|ve|ll|d|m)(?![^\W_])", re.IGNORECASE)
+"""An English clitic after an apostrophe: the possessive ``'s`` and the contractions
+(``n't``'s ``t``, ``'re``, ``'ve``, ``'ll``, ``'d``, ``'m``). None is a word of its own
+(:func:`_words`): as a term, ``s`` matched every entry with a possessive in it, whoever it
+was about — "Dev's favourite dish is dumplings" for "what is Farid's profession?", ranked
+above "Farid works as a radiologist at the hospital" on the recall evaluation."""
+
+_POSSESSOR = re.compile(r"([^\W_]*[^\W\d_])['\u2019]s(?![^\W_])", re.IGNORECASE)
+"""A possessive's word: where :data:`_CLITIC` drops an ``'s``."""
+
+
+def _words(text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The text's runs (:func:`memkeeper.store.text_runs.runs`) with English clitics
+    dropped (:data:`_CLITIC`), and the words a possessive ``'s`` was attached to: the
+    possessive stays bound to its word, one term ``farid's`` (:func:`_possessive`) beside
+    ``farid``, so "Farid's celebration" finds "Farid's birthday party" and not "Dev's"."""
+    if "'" not in text and "\u2019" not in text:
+        return runs(text), []
+    owners = [m.group(1) for m in _POSSESSOR.finditer(text)]
+    return runs(_CLITIC.sub("", text)), owners
+
+
+def _possessive(word: str) -> str:
+    return stem(word.lower()) + "'s"
+
+
 def terms(text: str) -> list[str]:
-    """The text's scored terms, in order (repeats kept): words and CJK characters."""
+    """The text's scored terms (repeats kept): words and CJK characters in order, then a
+    term for each possessive (:func:`_words`)."""
     out: list[str] = []
-    for cjk, word in runs(text):
+    found, owners = _words(text)
+    for cjk, word in found:
         out += list(cjk) if cjk else [stem(word.lower())]
-    return out
+    return out + [_possessive(word) for word in owners]
 
 
 def pairs(text: str) -> list[str]:
@@ -113,7 +146,8 @@ def query_terms(query: str) -> QueryTerms:
     ``repl``), so every entry whose stem is the term contains the pattern.
     """
     found: dict[str, str] = {}
-    for cjk, word in runs(query):
+    split, owners = _words(query)
+    for cjk, word in split:
         if cjk:
             for char in cjk:
                 found.setdefault(char, char)
@@ -121,6 +155,9 @@ def query_terms(query: str) -> QueryTerms:
         folded = word.lower()
         stemmed = stem(folded)
         found.setdefault(stemmed, _common_prefix(folded, stemmed))
+    for word in owners:  # an entry holding the possessive holds its word
+        folded = word.lower()
+        found.setdefault(_possessive(word), _common_prefix(folded, stem(folded)))
     return QueryTerms(tuple(found), tuple(found.values()), tuple(dict.fromkeys(pairs(query))))
 
 

@@ -128,11 +128,11 @@ def _rank(
     similar, vector_share = vectors.found, vectors.share
     # No calibrated vector scores (fewer vectors than fusion.OUTLIER_MIN_ENTRIES): by rank.
     by_rank = bool(similar) and not vector_share
-    # Keyword matches whose similarity stands out among the keyword list's: it counts too.
+    # Keyword matches among the most similar entries, though not admitted: it counts too.
     also = (
         []
         if by_rank or settings.fusion == "rrf"
-        else fusion.keyword_outliers(settings, [k.id for k in keyword], vectors.z)
+        else fusion.keyword_similar([k.id for k in keyword], vector_share)
     )
     keyword_of = {k.id: k for k in keyword}
     similarity_of = dict(similar) | {i: vectors.cosine[i] for i in also}

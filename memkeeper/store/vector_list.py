@@ -148,7 +148,7 @@ def _vector_list(
     (a numpy array) among the user's ``count`` vectors of similarities ``mean`` and
     ``spread``: the admitted ones (id, cosine), and every top entry's share of the list's
     scale, cosine and z-score (a keyword match among them may count though not admitted:
-    :func:`memkeeper.store.fusion.keyword_outliers`)."""
+    :func:`memkeeper.store.fusion.keyword_similar`)."""
     import numpy as np
 
     settings = core.config.search
@@ -161,7 +161,7 @@ def _vector_list(
     found = [(top[i], min(1.0, c)) for i, c in zip(kept, cosines, strict=True)]
     share: dict[str, float] = {}
     if count >= fusion.OUTLIER_MIN_ENTRIES and len(top):  # else no distribution: by rank
-        # Every entry of the top, admitted or not (fusion.keyword_outliers).
+        # Every entry of the top, admitted or not (fusion.keyword_similar).
         scale = float(chosen[0]) - mean
         share = {
             memory_id: (c - mean) / scale if scale > 1e-9 else 1.0
