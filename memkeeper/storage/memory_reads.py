@@ -70,16 +70,29 @@ def current_value(db: Handle, user_id: str, namespace: str, kind: str, key: str)
     )
 
 
-def superseded_with_value(
+_CURRENT_AND_SUPERSEDED = (
+    "SELECT * FROM (SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = ?"
+    " AND key = ? AND state IN ('active', 'pending_review') LIMIT 1) AS current_value"
+    " UNION ALL SELECT * FROM (SELECT * FROM memories WHERE user_id = ? AND namespace = ?"
+    " AND kind = ? AND key = ? AND state = 'superseded' AND value = ?"
+    " ORDER BY updated_at DESC LIMIT 1) AS earlier_value"
+)
+
+
+def current_and_superseded(
     db: Handle, user_id: str, namespace: str, kind: str, key: str, value: str
-) -> Row | None:
-    """The newest superseded row of ``key`` that holds ``value`` (in its grey period)."""
-    return _first(
-        db,
-        "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = ? AND key = ?"
-        " AND state = 'superseded' AND value = ? ORDER BY updated_at DESC LIMIT 1",
-        [user_id, namespace, kind, key, value],
-    )
+) -> tuple[Row | None, Row | None]:
+    """:func:`current_value` and :func:`superseded_with_value` of one key in one statement
+    (what ``remember`` plans on): on PostgreSQL one round trip, not two. Each half keeps its
+    own index (the unique index of current keys; the owner's superseded rows)."""
+    owner = [user_id, namespace, kind, key]
+    current = earlier = None
+    for row in db.query(_CURRENT_AND_SUPERSEDED, [*owner, *owner, value]):
+        if row["state"] == "superseded":
+            earlier = row
+        else:
+            current = row
+    return current, earlier
 
 
 def _owner_filter(filters: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
