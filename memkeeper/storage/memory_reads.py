@@ -41,6 +41,26 @@ def live_by_key(
     return _first(db, sql, [user_id, namespace, key, *kinds])
 
 
+def live_by_key_selection(
+    user_id: str, namespace: str, key: str, kinds: Sequence[str]
+) -> tuple[str, list[Any]]:
+    """:func:`live_by_key`'s selection (its ``WHERE`` condition, order and limit) and its
+    parameters, for a statement that marks what it selects
+    (:func:`memkeeper.storage.uses.mark_in_one_trip`)."""
+    selection = _LIVE_BY_KEY.format(placeholders(len(kinds))).split(" WHERE ", 1)[1]
+    return selection, [user_id, namespace, key, *kinds]
+
+
+def live_by_ids_selection(ids: Sequence[str], users: Sequence[str]) -> tuple[str, list[Any]]:
+    """:func:`live_by_ids`' selection and parameters (see :func:`live_by_key_selection`),
+    narrowed to the rows of ``users`` (whose the ids are)."""
+    return (
+        f"id IN ({placeholders(len(ids))}) AND user_id IN ({placeholders(len(users))})"
+        " AND state IN ('active', 'pending_review')",
+        [*ids, *users],
+    )
+
+
 def cold_by_key(
     cold: Handle, user_id: str, namespace: str, key: str, kinds: Sequence[str]
 ) -> Row | None:

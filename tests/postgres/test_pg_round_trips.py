@@ -125,16 +125,21 @@ def test_many_rows_leaves_other_statements_and_bulk_copies_alone() -> None:
     assert many_rows(insert, [{"at": "1", "actor": "a"}] * (ROWS_PER_STATEMENT + 1)) is None
 
 
-def test_an_agents_recall_waits_for_the_server_twice(two_stores) -> None:
+def test_an_agents_recall_waits_for_the_server_once(two_stores) -> None:
     _, agent = two_stores
     agent.remember("ann", "city", "Oslo")
     trips, found = _round_trips(agent, lambda: agent.recall("ann", "city"))
     assert found is not None and found.access_count == 1
-    # BEGIN with the user's lock and the read; the use (the entry's row and its day's
-    # count) with the COMMIT.
-    assert trips == 2
+    # BEGIN with the user's lock, the read that marks the use (the entry's row and its
+    # day's count) and the COMMIT: one string.
+    assert trips == 1
+    assert found == agent.get(found.id)
+    trips, again = _round_trips(agent, lambda: agent.recall("ann", "city"))
+    assert trips == 1 and again.access_count == 2 and again == agent.get(again.id)
     counted = agent.storage.hot.query("SELECT count FROM uses WHERE memory_id = ?", [found.id])
-    assert [row["count"] for row in counted] == [1]
+    assert [row["count"] for row in counted] == [2]
+    trips, missing = _round_trips(agent, lambda: agent.recall("ann", "tea"))
+    assert missing is None and trips == 2  # the hot file's answer; cold storage's
 
 
 def test_an_agents_remember_waits_for_the_server_three_times(two_stores) -> None:

@@ -278,6 +278,18 @@ class PooledDatabase:
         """The thread's psycopg connection (inside a lease only)."""
         return _leased(self.lease).raw
 
+    def transaction_in_one_trip(
+        self, users: Any, sql: str, parameters: Any
+    ) -> list[dict[str, Any]] | None:
+        """:meth:`PostgresDatabase.transaction_in_one_trip` on the thread's connection; None
+        (nothing sent) inside a transaction or for a thread holding a job lock, whose
+        commits go through the fence: the caller takes its ordinary path."""
+        with self.lease:
+            db = _leased(self.lease)
+            if self.lease.thread_fence is not None or db.conn.in_transaction:
+                return None
+            return db.transaction_in_one_trip(users, sql, parameters)
+
     @property
     def fence(self) -> Callable[[Any], None] | None:
         """The calling thread's commit check (a job's lock epochs; see ``leadership``)."""

@@ -13,9 +13,13 @@ then rolls back as it would have. Which statements wait:
   its first statement, in the same trip: every read and write of it runs under them);
 - a savepoint and its release;
 - writes whose result nobody reads, inside a transaction (:func:`sent_with_next`): a
-  recall's or a search's uses, a batch's writes. The ``COMMIT`` carries what is left, so a
-  recall is two round trips: ``BEGIN``, its locks and the read; the use's writes and the
-  ``COMMIT``.
+  batch's writes, a ``remember``'s. The ``COMMIT`` carries what is left.
+
+A write that needs no decision between its read and its writes goes further: a recall's
+or a search's use is one data-modifying statement (:func:`memkeeper.storage.uses.
+mark_in_one_trip`) sent with its ``BEGIN``, locks and ``COMMIT`` in one string
+(:meth:`~memkeeper.storage.postgres.database.PostgresDatabase.transaction_in_one_trip`):
+one round trip.
 
 Someone about to use the psycopg connection itself (``db.raw``) sends them first; a
 rollback forgets those never sent.
