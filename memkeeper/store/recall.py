@@ -4,9 +4,9 @@ Recalling an active entry records a use, not a change: the entry's ``last_access
 ``access_count`` are updated in place and the use is counted in the ``uses`` table
 (:mod:`memkeeper.storage.uses`) — one short write (``BEGIN IMMEDIATE``, one ``UPDATE``, one
 upsert, commit), no change-log row: a recall that returned has recorded its use, so a crash
-loses none. On PostgreSQL the read, the use's writes and the commit are one round trip
-(:func:`memkeeper.storage.uses.mark_in_one_trip`). A store that buffers its uses (the MCP server's,
-:mod:`memkeeper.storage.use_buffer`) reads an active entry without the write lock and adds
+loses none; on PostgreSQL the read, the use's writes and the commit are one round trip
+(:func:`memkeeper.storage.uses.mark_in_one_trip`). A store that buffers its uses (the MCP
+server's, :mod:`memkeeper.storage.use_buffer`) reads an active entry without the write lock and adds
 the use to the buffer instead, written a few milliseconds later with others in one
 transaction (a crash loses those few milliseconds of uses). State changes are logged
 transitions as before: a pending-review entry is renewed to active (``renew``) and an entry

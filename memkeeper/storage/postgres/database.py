@@ -172,12 +172,15 @@ class PostgresConnection:
 
         return self._run(call, sql, before)
 
-    def read_together(self, statements: Sequence[tuple[str, Any]]) -> list[list[dict[str, Any]]]:
+    def read_together(
+        self, statements: Sequence[tuple[str, Any]], then: Sequence[str] = ()
+    ) -> list[list[dict[str, Any]]]:
         """The rows of several reads (each ``(sql, parameters)``) sent in one round trip,
-        behind any pending statements; each read's rows as dicts, in order."""
+        behind any pending statements; each read's rows as dicts, in order. ``then``:
+        statements without parameters sent after them in the same string (a ``COMMIT``)."""
         texts = [self._text(translate(sql), _parameters(params)) for sql, params in statements]
         before = self.pending.take() if self.pending.parts else []
-        joined = "; ".join([*before, *texts])
+        joined = "; ".join([*before, *texts, *then])
 
         def call() -> list[list[dict[str, Any]]]:
             cursor = self.raw.execute(joined)
@@ -384,41 +387,6 @@ class PostgresDatabase:
             finally:
                 if outer:
                     self.scope = None
-
-    def transaction_in_one_trip(
-        self, users: Collection[str], sql: str, parameters: Sequence[Any]
-    ) -> list[dict[str, Any]]:
-        """``sql`` in a write transaction of its own that holds ``users``' write locks, sent
-        as one string with its ``BEGIN``, the locks and the ``COMMIT``: one round trip for
-        a write that needs no decision between its read and its writes (a recall's use, a
-        data-modifying ``WITH``); its rows as dicts. An error in any part fails the call and
-        the transaction rolls back. Like a ``BEGIN`` found dead, a connection found dead
-        before any answer is replaced and the string sent once more (the server ran none of
-        it); only a link lost between the server's commit and its answer could count a use
-        twice. Not inside another transaction, nor by a thread holding a job lock (whose
-        fence checks before each ``COMMIT``: see :class:`PooledDatabase`'s)."""
-        conn = self.conn
-        if conn.in_transaction:
-            raise RuntimeError("a one-trip transaction opens and commits on its own")
-        opening, _ = blocking_locks(users)
-        text = conn._text(translate(sql), _parameters(parameters))
-        before = ["BEGIN", opening]
-        joined = "; ".join([*before, text, "COMMIT"])
-
-        def call() -> list[dict[str, Any]]:
-            cursor = conn.raw.execute(joined)
-            for _ in before:
-                cursor.nextset()
-            keys = column_names(cursor) or []
-            return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
-
-        try:
-            return conn._run(call, text, before)  # type: ignore[return-value]
-        except BaseException:
-            if conn._server_in_transaction and not conn.raw.broken:
-                with contextlib.suppress(psycopg.Error):
-                    conn.raw.execute("ROLLBACK")
-            raise
 
     @property
     def busy_users(self) -> frozenset[str]:
