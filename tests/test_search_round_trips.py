@@ -111,7 +111,7 @@ def _statements() -> Iterator[list[str]]:
         psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
 
 
-def test_a_keyword_search_of_a_small_user_takes_three_round_trips(
+def test_a_keyword_search_of_a_small_user_takes_two_round_trips(
     store: MemoryStore, backend: str
 ) -> None:
     if backend != "postgres":
@@ -121,17 +121,20 @@ def test_a_keyword_search_of_a_small_user_takes_three_round_trips(
     with _statements() as sent:
         hits = store.search("alice", "pdf budget", limit=3)
     assert len(hits) == 3 and all(hit.memory.access_count == 1 for hit in hits)
+    assert [hit.memory for hit in hits] == [store.get(hit.memory.id) for hit in hits]
     assert not [s for s in sent if s.startswith("pipelined ")]
-    # The user's rows; BEGIN with the write locks and the hits' rows under them; the uses'
-    # UPDATE (one statement for every hit) and upsert with the COMMIT.
-    assert len(sent) == 3, sent
+    # The user's rows; BEGIN with the write locks, the hits' rows marked used (one UPDATE
+    # for every hit, one upsert of their uses, in one statement) and the COMMIT.
+    assert len(sent) == 2, sent
     assert sent[0].startswith("SELECT")
-    begin, locks, read = sent[1].split("; ")
-    assert begin == "BEGIN" and "pg_advisory_xact_lock" in locks
-    assert read.startswith("SELECT * FROM memories")
-    update, upsert, commit = sent[2].split("; ")
-    assert update.startswith("UPDATE memories AS t SET") and update.count("UPDATE") == 1
-    assert upsert.startswith("INSERT INTO uses") and commit == "COMMIT"
+    begin, locks, marking, commit = sent[1].split("; ")
+    assert begin == "BEGIN" and "pg_advisory_xact_lock" in locks and commit == "COMMIT"
+    assert marking.startswith("WITH found AS (SELECT") and marking.count("UPDATE memories") == 1
+    assert "INSERT INTO uses" in marking
+    counts = store.storage.hot.query(
+        "SELECT count FROM uses WHERE memory_id IN (?, ?, ?)", [hit.memory.id for hit in hits]
+    )
+    assert sorted(row["count"] for row in counts) == [1, 1, 1]
 
 
 def test_stored_vectors_without_a_key_are_still_warned_about_once_looked_for(

@@ -85,6 +85,15 @@ class Storage:
             found.update(self.cold_images(missing))
         return found
 
+    def current_images_and(
+        self, ids: Sequence[str], reads: Sequence[tuple[str, Sequence[Any]]]
+    ) -> tuple[dict[str, dict[str, Any]], list[list[dict[str, Any]]]]:
+        """:meth:`current_images`, and the rows of further reads of the hot database (each
+        ``(sql, parameters)``, in order): what the transition mechanism re-checks before a
+        write. On PostgreSQL all of them go to the server in one round trip."""
+        found = self.current_images(ids)
+        return found, [list(self.hot.query(sql, list(params))) for sql, params in reads]
+
     def checkpoint(self) -> None:
         """Fold write-ahead logs into the databases, without waiting for or blocking anyone."""
         raise NotImplementedError

@@ -41,6 +41,26 @@ def live_by_key(
     return _first(db, sql, [user_id, namespace, key, *kinds])
 
 
+def live_by_key_selection(
+    user_id: str, namespace: str, key: str, kinds: Sequence[str]
+) -> tuple[str, list[Any]]:
+    """:func:`live_by_key`'s selection (its ``WHERE`` condition, order and limit) and its
+    parameters, for a statement that marks what it selects
+    (:func:`memkeeper.storage.uses.mark_in_one_trip`)."""
+    selection = _LIVE_BY_KEY.format(placeholders(len(kinds))).split(" WHERE ", 1)[1]
+    return selection, [user_id, namespace, key, *kinds]
+
+
+def live_by_ids_selection(ids: Sequence[str], users: Sequence[str]) -> tuple[str, list[Any]]:
+    """:func:`live_by_ids`' selection and parameters (see :func:`live_by_key_selection`),
+    narrowed to the rows of ``users`` (whose the ids are)."""
+    return (
+        f"id IN ({placeholders(len(ids))}) AND user_id IN ({placeholders(len(users))})"
+        " AND state IN ('active', 'pending_review')",
+        [*ids, *users],
+    )
+
+
 def cold_by_key(
     cold: Handle, user_id: str, namespace: str, key: str, kinds: Sequence[str]
 ) -> Row | None:
@@ -70,16 +90,29 @@ def current_value(db: Handle, user_id: str, namespace: str, kind: str, key: str)
     )
 
 
-def superseded_with_value(
+_CURRENT_AND_SUPERSEDED = (
+    "SELECT * FROM (SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = ?"
+    " AND key = ? AND state IN ('active', 'pending_review') LIMIT 1) AS current_value"
+    " UNION ALL SELECT * FROM (SELECT * FROM memories WHERE user_id = ? AND namespace = ?"
+    " AND kind = ? AND key = ? AND state = 'superseded' AND value = ?"
+    " ORDER BY updated_at DESC LIMIT 1) AS earlier_value"
+)
+
+
+def current_and_superseded(
     db: Handle, user_id: str, namespace: str, kind: str, key: str, value: str
-) -> Row | None:
-    """The newest superseded row of ``key`` that holds ``value`` (in its grey period)."""
-    return _first(
-        db,
-        "SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = ? AND key = ?"
-        " AND state = 'superseded' AND value = ? ORDER BY updated_at DESC LIMIT 1",
-        [user_id, namespace, kind, key, value],
-    )
+) -> tuple[Row | None, Row | None]:
+    """:func:`current_value` and :func:`superseded_with_value` of one key in one statement
+    (what ``remember`` plans on): on PostgreSQL one round trip, not two. Each half keeps its
+    own index (the unique index of current keys; the owner's superseded rows)."""
+    owner = [user_id, namespace, kind, key]
+    current = earlier = None
+    for row in db.query(_CURRENT_AND_SUPERSEDED, [*owner, *owner, value]):
+        if row["state"] == "superseded":
+            earlier = row
+        else:
+            current = row
+    return current, earlier
 
 
 def _owner_filter(filters: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:

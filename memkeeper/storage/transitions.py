@@ -170,15 +170,36 @@ def _current_key(image: Image | None) -> tuple[str, str, str, str] | None:
     return (image["user_id"], image["namespace"], image["kind"], image["key"])
 
 
+_HOLDERS = (
+    "SELECT id FROM memories WHERE user_id = ? AND namespace = ? AND kind = ?"
+    " AND key = ? AND state IN ('active', 'pending_review')"
+)
+
+
+def _claimed_slots(transitions: Sequence[Transition]) -> list[tuple[str, str, str, str]]:
+    """The key slots transitions would make current that their entries did not hold as the
+    caller saw them: whose holders :func:`_without_key_conflicts` must know. (A transition
+    applies only when its entry is still as seen, so these are all it can ask about.)"""
+    claimed = {
+        slot
+        for t in transitions
+        if (slot := _current_key(t.target)) is not None and slot != _current_key(t.expected)
+    }
+    return sorted(claimed)
+
+
 def _without_key_conflicts(
-    storage: Storage, ready: list[tuple[Transition, Image | None]]
+    storage: Storage,
+    ready: list[tuple[Transition, Image | None]],
+    holders: dict[tuple[str, str, str, str], list[str]],
 ) -> list[tuple[Transition, Image | None]]:
     """Drop transitions that would make a second current value for one key.
 
     Another writer may have made a newer value current since the caller looked (an agent's
     ``remember`` while a ``recall`` brings the old value back from cold storage). The newer
     write wins: the transition is skipped like any whose entry changed, and the caller looks
-    again. A slot vacated by another transition of the same batch is free.
+    again. A slot vacated by another transition of the same batch is free. ``holders``: the
+    ids holding each slot of :func:`_claimed_slots`, read with the entries' re-read.
     """
     vacated = {
         t.memory_id
@@ -192,15 +213,10 @@ def _without_key_conflicts(
         if slot is None or slot == _current_key(current):
             kept.append((transition, current))
             continue
-        holders = [
-            row[0]
-            for row in storage.hot.execute(
-                "SELECT id FROM memories WHERE user_id = ? AND namespace = ? AND kind = ?"
-                " AND key = ? AND state IN ('active', 'pending_review')",
-                list(slot),
-            )
-        ]
-        taken = any(h != transition.memory_id and h not in vacated for h in holders)
+        found = holders.get(slot)
+        if found is None:  # not read with the re-read (never, while current == expected)
+            found = [row[0] for row in storage.hot.execute(_HOLDERS, list(slot))]
+        taken = any(h != transition.memory_id and h not in vacated for h in found)
         if taken or slot in claimed:
             continue
         claimed.add(slot)
@@ -295,11 +311,20 @@ def apply(
                     reconcile(storage)
                 if outermost:
                     flush_inside(storage)
-                current = storage.current_images(ids)
+                # The entries re-read and the holders of the keys they would take, together
+                # (one round trip on PostgreSQL).
+                slots = _claimed_slots(transitions)
+                current, held = storage.current_images_and(
+                    ids, [(_HOLDERS, slot) for slot in slots]
+                )
+                holders = {
+                    slot: [r["id"] for r in rows] for slot, rows in zip(slots, held, strict=True)
+                }
                 pairs = [(t, current.get(t.memory_id)) for t in transitions]
                 ready = _without_key_conflicts(
                     storage,
                     [(t, c) for t, c in pairs if c == t.expected and _user(t) not in busy],
+                    holders,
                 )
                 into_cold = [t.target for t, cur in ready if _is_cold(t.target)]
                 marks = (

@@ -39,7 +39,8 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import from_db, to_db
-from memkeeper.storage.batches import delete_in
+from memkeeper.storage.batches import delete_in, placeholders
+from memkeeper.storage.changelog import image_of
 from memkeeper.storage.sqlite.connection import Database
 from memkeeper.storage.transitions import Image, used_image
 
@@ -117,6 +118,54 @@ def mark_used(db: Database, image: Image, now: datetime) -> Image:
         )
         db.conn.execute(_UPSERT, [image["id"], day, time_of_day, time_of_day])
     return target
+
+
+_MARK_IN_ONE_TRIP = (
+    'WITH found AS (SELECT id, state, CASE WHEN last_accessed_at > ? COLLATE "C"'
+    " THEN last_accessed_at ELSE ? END AS accessed FROM memories WHERE {selection}),"
+    " marked AS (UPDATE memories AS m SET last_accessed_at = found.accessed,"
+    " access_count = m.access_count + 1, last_used_at = CASE WHEN found.accessed >"
+    ' m.updated_at COLLATE "C" THEN found.accessed ELSE m.updated_at END FROM found'
+    " WHERE m.id = found.id AND m.user_id IN ({users}) AND found.state = 'active'"
+    " RETURNING m.*),"
+    " counted AS (INSERT INTO uses (memory_id, day, count, first_at, last_at)"
+    " SELECT id, ?, 1, ?, ? FROM marked ON CONFLICT (memory_id, day) DO UPDATE SET"
+    " count = uses.count + 1, first_at = LEAST(uses.first_at, excluded.first_at),"
+    " last_at = GREATEST(uses.last_at, excluded.last_at))"
+    " SELECT found.id AS found_id, found.state AS found_state, marked.* FROM found"
+    " LEFT JOIN marked ON marked.id = found.id"
+)
+
+
+def mark_in_one_trip(
+    db: Any, users: Sequence[str], selection: str, params: Sequence[Any], now: datetime
+) -> list[tuple[str, str, Image | None]] | None:
+    """Mark the rows of ``memories`` that ``selection`` (a ``WHERE`` condition, perhaps
+    with its ``ORDER BY`` and ``LIMIT``) selects with ``params`` used at
+    ``now``, if active, in one round trip on PostgreSQL: a transaction of its own that holds
+    ``users``' write locks (:meth:`~memkeeper.storage.postgres.database.PostgresDatabase.
+    transaction_in_one_trip`). Each selected row's id and state as found and, when it was active,
+    its image as marked — exactly what :func:`mark_used` leaves (the ``used_image`` rule in
+    SQL: ``last_accessed_at`` never moves back; ``last_used_at`` the later of it and
+    ``updated_at``), with the day's count in ``uses``; a pending-review row is left as it
+    is (a renewal is a logged transition: the caller's). None where this is not possible
+    (SQLite, which has no round trips; a transaction in progress; a job's thread): the
+    caller takes its ordinary path. ``selection`` must select live rows of ``users`` only."""
+    one_trip = getattr(db, "transaction_in_one_trip", None)
+    if one_trip is None:
+        return None
+    stamp = to_db(now)
+    day, time_of_day = day_and_time(now)
+    rows = one_trip(
+        users,
+        _MARK_IN_ONE_TRIP.format(selection=selection, users=placeholders(len(users))),
+        [stamp, stamp, *params, *users, day, time_of_day, time_of_day],
+    )
+    if rows is None:
+        return None
+    return [
+        (row["found_id"], row["found_state"], image_of(row) if row["id"] else None) for row in rows
+    ]
 
 
 def record_uses(db: Database, batch: Sequence[tuple[Image, Sequence[datetime]]]) -> None:

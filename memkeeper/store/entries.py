@@ -100,7 +100,12 @@ def remember_plan(
     entry's own. Call it inside the write transaction that applies the result.
     """
     stamp = to_db(now)
-    current = current_entry(storage, user_id, namespace, kind, key)
+    # The current value and a superseded one with this value, read together: the second is
+    # needed unless the value is the current one, and costs no round trip of its own.
+    current_row, earlier = memory_reads.current_and_superseded(
+        storage.hot, user_id, namespace, kind, key, value
+    )
+    current = image_of(current_row) if current_row else None
 
     def reconfirmed(image: Image, why: str) -> Transition:
         stronger = confidence >= image["confidence"]
@@ -120,7 +125,6 @@ def remember_plan(
         return [reconfirmed(current, "the same value was asserted again")], current["id"]
 
     transitions: list[Transition] = []
-    earlier = memory_reads.superseded_with_value(storage.hot, user_id, namespace, kind, key, value)
     if earlier is not None:
         revived = reconfirmed(image_of(earlier), "re-asserted during its grey period")
         new_id = earlier["id"]

@@ -4,8 +4,9 @@ Recalling an active entry records a use, not a change: the entry's ``last_access
 ``access_count`` are updated in place and the use is counted in the ``uses`` table
 (:mod:`memkeeper.storage.uses`) — one short write (``BEGIN IMMEDIATE``, one ``UPDATE``, one
 upsert, commit), no change-log row: a recall that returned has recorded its use, so a crash
-loses none. A store that buffers its uses (the MCP server's,
-:mod:`memkeeper.storage.use_buffer`) reads an active entry without the write lock and adds
+loses none; on PostgreSQL the read, the use's writes and the commit are one round trip
+(:func:`memkeeper.storage.uses.mark_in_one_trip`). A store that buffers its uses (the MCP
+server's, :mod:`memkeeper.storage.use_buffer`) reads an active entry without the write lock and adds
 the use to the buffer instead, written a few milliseconds later with others in one
 transaction (a crash loses those few milliseconds of uses). State changes are logged
 transitions as before: a pending-review entry is renewed to active (``renew``) and an entry
@@ -27,7 +28,7 @@ from memkeeper.storage.changelog import image_of
 from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Image, Transition, hot_image, used_image
 from memkeeper.storage.use_buffer_probe import buffering, may_write
-from memkeeper.storage.uses import mark_used, record_uses
+from memkeeper.storage.uses import mark_in_one_trip, mark_used, record_uses
 from memkeeper.store.core import StoreCore
 
 log = logs.get_logger("memkeeper.store")
@@ -82,6 +83,16 @@ def _recall_and_mark(
         if found is not None and found["state"] == "active":
             return _buffer_use(core, image_of(found), "recall")
         may_write()  # pending review (a renewal to log) or in cold storage: the write path
+    else:
+        # The read, the use's writes and the commit in one round trip (PostgreSQL): an
+        # active entry is marked as the write path would; a pending-review one takes it.
+        selection, params = memory_reads.live_by_key_selection(user_id, namespace, key, kinds)
+        with storage.lock:
+            marked = mark_in_one_trip(storage.hot, [user_id], selection, params, core.now())
+            if marked == []:  # not in the hot file: in cold storage, or nowhere
+                return _recall_from_cold(core, user_id, namespace, key, kinds)
+        if marked and marked[0][2] is not None:
+            return Memory.from_image(marked[0][2])
     with storage.lock:
         with write_transaction(storage, users=[user_id]):
             now = core.now()
@@ -132,6 +143,28 @@ def mark_live(
     """Mark the live hot entries among ``ids`` (of ``users``) used in one write transaction,
     as :func:`mark_found` does, without buffering; each one's Memory as marked, from the
     row read under the write lock (search builds its hits from them: no read before)."""
+    if not ids:
+        return {}
+    storage = core.storage
+    # The read, the active ones' uses and the commit in one round trip (PostgreSQL); the
+    # pending ones found are renewed in a write transaction of their own.
+    owners = sorted(users)
+    selection, params = memory_reads.live_by_ids_selection(ids, owners)
+    with storage.lock:
+        found = mark_in_one_trip(storage.hot, owners, selection, params, core.now())
+    if found is None:
+        return _mark_live_in_transaction(core, ids, users, by=by)
+    marked = {memory_id: Memory.from_image(image) for memory_id, _, image in found if image}
+    renew = [memory_id for memory_id, _, image in found if image is None]
+    if renew:
+        marked.update(_mark_live_in_transaction(core, renew, users, by=by))
+    return marked
+
+
+def _mark_live_in_transaction(
+    core: StoreCore, ids: Sequence[str], users: set[str], *, by: str
+) -> dict[str, Memory]:
+    """:func:`mark_live` in one write transaction: the rows read under the write lock."""
     marked: dict[str, Memory] = {}
     storage = core.storage
     with write_transaction(storage, users=users):

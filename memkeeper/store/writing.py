@@ -57,8 +57,13 @@ def remember(
             ttl_days=ttl_days,
             now=now,
         )
-        core.apply(transitions, "remember")
-        result = storage.hot_images([result_id])[result_id]
+        outcomes = core.apply(transitions, "remember")
+        # The entry as written is the transition's target: read back only when another
+        # writer's change kept it from being written (the entry then current is returned).
+        written = next(o for o in outcomes if o.transition.memory_id == result_id)
+        result = written.after if written.applied else None
+        if result is None:
+            result = storage.hot_images([result_id])[result_id]
     return Memory.from_image(result)
 
 

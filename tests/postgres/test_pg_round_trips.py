@@ -125,32 +125,50 @@ def test_many_rows_leaves_other_statements_and_bulk_copies_alone() -> None:
     assert many_rows(insert, [{"at": "1", "actor": "a"}] * (ROWS_PER_STATEMENT + 1)) is None
 
 
-def test_an_agents_recall_waits_for_the_server_twice(two_stores) -> None:
+def test_an_agents_recall_waits_for_the_server_once(two_stores) -> None:
     _, agent = two_stores
     agent.remember("ann", "city", "Oslo")
     trips, found = _round_trips(agent, lambda: agent.recall("ann", "city"))
     assert found is not None and found.access_count == 1
-    # BEGIN with the user's lock and the read; the use (the entry's row and its day's
-    # count) with the COMMIT.
-    assert trips == 2
+    # BEGIN with the user's lock, the read that marks the use (the entry's row and its
+    # day's count) and the COMMIT: one string.
+    assert trips == 1
+    assert found == agent.get(found.id)
+    trips, again = _round_trips(agent, lambda: agent.recall("ann", "city"))
+    assert trips == 1 and again.access_count == 2 and again == agent.get(again.id)
     counted = agent.storage.hot.query("SELECT count FROM uses WHERE memory_id = ?", [found.id])
-    assert [row["count"] for row in counted] == [1]
+    assert [row["count"] for row in counted] == [2]
+    trips, missing = _round_trips(agent, lambda: agent.recall("ann", "tea"))
+    assert missing is None and trips == 2  # the hot file's answer; cold storage's
 
 
-def test_an_agents_remember_waits_for_the_server_six_times(two_stores) -> None:
+def test_an_agents_remember_waits_for_the_server_three_times(two_stores) -> None:
     _, agent = two_stores
     agent.remember("ann", "city", "Oslo")
     trips, memory = _round_trips(agent, lambda: agent.remember("ann", "city", "Rome"))
-    assert memory.value == "Rome"
+    assert memory.value == "Rome" and memory == agent.get(memory.id)
+    # BEGIN with the user's lock and the current and superseded values (one statement); the
+    # savepoint with the re-read (hot, cold and the key's holders in one trip); the release
+    # with the writes and the COMMIT. The entry written is not read back.
+    assert trips == 3
     assert agent.recall("ann", "city").value == "Rome"
-    # BEGIN with the user's lock and the current value; the superseded value looked for;
-    # the savepoint with the re-read (hot and cold in one trip); the key's holders; the
-    # release with the writes and the new row read back; COMMIT.
-    assert trips == 6
-    trips, _ = _round_trips(agent, lambda: agent.remember("ann", "tea", "green"))  # a new key
-    assert trips == 6
+    trips, fresh = _round_trips(agent, lambda: agent.remember("ann", "tea", "green"))  # new key
+    assert trips == 3 and fresh == agent.get(fresh.id)
+    trips, again = _round_trips(agent, lambda: agent.remember("ann", "city", "Oslo"))  # revived
+    assert trips == 3 and again == agent.get(again.id) and again.state == "active"
+    assert again.access_count == 0  # the Oslo entry was never recalled
+    trips, same = _round_trips(agent, lambda: agent.remember("ann", "city", "Oslo"))  # the same
+    assert trips == 3 and same == agent.get(same.id) and same.id == again.id
     logged = agent.storage.hot.query("SELECT action FROM changes ORDER BY id")
-    assert [row["action"] for row in logged] == ["create", "supersede", "create", "create"]
+    assert [row["action"] for row in logged] == [
+        "create",
+        "supersede",
+        "create",
+        "create",
+        "supersede",
+        "reconfirm",
+        "reconfirm",
+    ]
 
 
 def test_a_jobs_batch_moves_the_trigram_pending_list_in_small_steps(two_stores, monkeypatch):

@@ -143,3 +143,21 @@ def test_a_flush_of_buffered_uses_waits_only_for_writers_of_their_owners(
         assert not done.is_set()
     worker.join(timeout=30)
     assert done.is_set() and agent.get(ann.id).access_count == 2
+
+
+def test_a_recall_that_cannot_get_its_lock_fails_whole_and_the_store_goes_on(
+    two_stores,
+) -> None:
+    job, agent = two_stores
+    agent.remember("ann", "city", "Oslo")
+    with agent.storage.lock:  # this thread's connection, which the agent's calls lease again
+        agent.storage.hot.raw.execute("SET lock_timeout = '200ms'")
+    with write_transaction(job.storage, users=["ann"]) as hot:
+        hot.execute("SELECT 1")  # a write's locks are taken with its first statement
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            agent.recall("ann", "city")  # its one-trip transaction: the lock, then the rest
+    assert agent.storage.hot.conn.in_transaction is False  # rolled back, not left aborted
+    found = agent.recall("ann", "city")
+    assert found is not None and found.access_count == 1  # the failed one counted nothing
+    counted = agent.storage.hot.query("SELECT count FROM uses WHERE memory_id = ?", [found.id])
+    assert [row["count"] for row in counted] == [1]

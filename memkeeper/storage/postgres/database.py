@@ -172,12 +172,15 @@ class PostgresConnection:
 
         return self._run(call, sql, before)
 
-    def read_together(self, statements: Sequence[tuple[str, Any]]) -> list[list[dict[str, Any]]]:
+    def read_together(
+        self, statements: Sequence[tuple[str, Any]], then: Sequence[str] = ()
+    ) -> list[list[dict[str, Any]]]:
         """The rows of several reads (each ``(sql, parameters)``) sent in one round trip,
-        behind any pending statements; each read's rows as dicts, in order."""
+        behind any pending statements; each read's rows as dicts, in order. ``then``:
+        statements without parameters sent after them in the same string (a ``COMMIT``)."""
         texts = [self._text(translate(sql), _parameters(params)) for sql, params in statements]
         before = self.pending.take() if self.pending.parts else []
-        joined = "; ".join([*before, *texts])
+        joined = "; ".join([*before, *texts, *then])
 
         def call() -> list[list[dict[str, Any]]]:
             cursor = self.raw.execute(joined)

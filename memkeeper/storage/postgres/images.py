@@ -6,7 +6,8 @@ SQLite those are two files; on PostgreSQL two tables of one database, so both re
 the server together (:meth:`~memkeeper.storage.postgres.database.PostgresConnection.
 read_together`) and an agent's ``remember`` or a job's batch waits for the server once
 for them, not twice. A row in both tables (never written on one database, where a move is
-one transaction) is the hot one, as on SQLite.
+one transaction) is the hot one, as on SQLite. Further reads of the re-check (who holds the
+keys a batch makes current) go in the same round trip.
 """
 
 from __future__ import annotations
@@ -18,17 +19,30 @@ from memkeeper.storage.batches import chunks, placeholders
 from memkeeper.storage.changelog import image_of
 
 
-def current_images(db: Any, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each id's current row as an image, hot first, cold otherwise (absent: erased)."""
+def current_images(
+    db: Any, ids: Sequence[str], reads: Sequence[tuple[str, Sequence[Any]]] = ()
+) -> tuple[dict[str, dict[str, Any]], list[list[dict[str, Any]]]]:
+    """Each id's current row as an image, hot first, cold otherwise (absent: erased); and
+    the rows of ``reads`` (each ``(sql, parameters)``), sent with the first ids' reads."""
     found: dict[str, dict[str, Any]] = {}
-    for part in chunks(list(ids)):
+    extra = [(sql, list(params)) for sql, params in reads]
+    results: list[list[dict[str, Any]]] = []
+    parts: list[Sequence[str]] = list(chunks(list(ids))) or ([[]] if extra else [])
+    for part in parts:
         marks = placeholders(len(part))
-        hot, cold = db.conn.read_together(
+        statements = (
             [
                 (f"SELECT * FROM memories WHERE id IN ({marks})", list(part)),
                 (f"SELECT * FROM cold_memories WHERE id IN ({marks})", list(part)),
             ]
+            if part
+            else []
         )
-        found.update({row["id"]: image_of(row) for row in cold})
-        found.update({row["id"]: image_of(row) for row in hot})
-    return found
+        rows = db.conn.read_together([*statements, *extra])
+        if part:
+            hot, cold = rows[0], rows[1]
+            found.update({row["id"]: image_of(row) for row in cold})
+            found.update({row["id"]: image_of(row) for row in hot})
+        if extra:
+            results, extra = rows[len(statements) :], []
+    return found, results

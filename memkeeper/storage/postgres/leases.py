@@ -39,7 +39,7 @@ from psycopg import sql
 from memkeeper.logs import get_logger
 from memkeeper.storage.postgres.database import PostgresDatabase
 from memkeeper.storage.postgres.pool import Pool
-from memkeeper.storage.postgres.round_trips import Pending
+from memkeeper.storage.postgres.round_trips import Pending, transaction_in_one_trip
 from memkeeper.storage.postgres.write_locks import Scope
 
 log = get_logger(__name__)
@@ -286,6 +286,19 @@ class PooledDatabase:
     def raw(self) -> psycopg.Connection:
         """The thread's psycopg connection (inside a lease only)."""
         return _leased(self.lease).raw
+
+    def transaction_in_one_trip(
+        self, users: Any, sql: str, parameters: Any
+    ) -> list[dict[str, Any]] | None:
+        """:func:`~memkeeper.storage.postgres.round_trips.transaction_in_one_trip` on the
+        thread's connection; None
+        (nothing sent) inside a transaction or for a thread holding a job lock, whose
+        commits go through the fence: the caller takes its ordinary path."""
+        with self.lease:
+            db = _leased(self.lease)
+            if self.lease.thread_fence is not None or db.conn.in_transaction:
+                return None
+            return transaction_in_one_trip(db, users, sql, parameters)
 
     @property
     def fence(self) -> Callable[[Any], None] | None:

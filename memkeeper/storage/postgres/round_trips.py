@@ -13,9 +13,12 @@ then rolls back as it would have. Which statements wait:
   its first statement, in the same trip: every read and write of it runs under them);
 - a savepoint and its release;
 - writes whose result nobody reads, inside a transaction (:func:`sent_with_next`): a
-  recall's or a search's uses, a batch's writes. The ``COMMIT`` carries what is left, so a
-  recall is two round trips: ``BEGIN``, its locks and the read; the use's writes and the
-  ``COMMIT``.
+  batch's writes, a ``remember``'s. The ``COMMIT`` carries what is left.
+
+A write that needs no decision between its read and its writes goes further: a recall's
+or a search's use is one data-modifying statement (:func:`memkeeper.storage.uses.
+mark_in_one_trip`) sent with its ``BEGIN``, locks and ``COMMIT`` in one string
+(:func:`transaction_in_one_trip`): one round trip.
 
 Someone about to use the psycopg connection itself (``db.raw``) sends them first; a
 rollback forgets those never sent.
@@ -24,8 +27,10 @@ rollback forgets those never sent.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
+
+from memkeeper.storage.postgres.write_locks import blocking_locks
 
 
 class Pending:
@@ -112,3 +117,34 @@ def sent_with_next(db: Any) -> Iterator[None]:
         yield
     finally:
         pending.deferring -= 1
+
+
+def transaction_in_one_trip(
+    db: Any, users: Collection[str], sql: str, parameters: Sequence[Any]
+) -> list[dict[str, Any]]:
+    """``sql`` in a write transaction of its own on ``db`` (a
+    :class:`~memkeeper.storage.postgres.database.PostgresDatabase`) that holds ``users``'
+    write locks, sent as one string with its ``BEGIN``, the locks and the ``COMMIT``: one
+    round trip for a write that needs no decision between its read and its writes (a
+    recall's use, a data-modifying ``WITH``); its rows as dicts. An error in any part fails
+    the call and the transaction rolls back. Like a ``BEGIN`` found dead, a connection found
+    dead before any answer is replaced and the string sent once more (the server ran none
+    of it); only a link lost between the server's commit and its answer could count a use
+    twice. Not inside another transaction, nor by a thread holding a job lock (whose fence
+    checks before each ``COMMIT``: the caller, ``PooledDatabase``, sees to both)."""
+    conn = db.conn
+    if conn.in_transaction:
+        raise RuntimeError("a one-trip transaction opens and commits on its own")
+    opening, _ = blocking_locks(users)
+    conn.pending.parts[:0] = ["BEGIN", opening]  # nothing else is pending outside one
+    conn.pending.unopened = True
+    try:
+        return conn.read_together([(sql, parameters)], then=["COMMIT"])[0]
+    except BaseException:
+        import psycopg  # storage on PostgreSQL only: the module imports no driver itself
+
+        conn.pending.discard()
+        if conn.in_transaction and not conn.raw.broken:
+            with contextlib.suppress(psycopg.Error):
+                conn.raw.execute("ROLLBACK")
+        raise
