@@ -49,7 +49,8 @@ from memkeeper.storage.sqlite.connection import _LAZY_KEYWORDS, _first_keyword, 
 
 _SAVEPOINTS = itertools.count(1)
 _TUPLES_OK = ExecStatus.TUPLES_OK
-
+Rows = list[list[dict[str, Any]]]  # several reads' rows, each row a dict
+Statement = tuple[str, Any]  # (sql, parameters)
 
 _IN_TRANSACTION = frozenset(
     {TransactionStatus.INTRANS, TransactionStatus.INERROR, TransactionStatus.ACTIVE}
@@ -172,12 +173,9 @@ class PostgresConnection:
 
         return self._run(call, sql, before)
 
-    def read_together(
-        self, statements: Sequence[tuple[str, Any]], then: Sequence[str] = ()
-    ) -> list[list[dict[str, Any]]]:
-        """The rows of several reads (each ``(sql, parameters)``) sent in one round trip,
-        behind any pending statements; each read's rows as dicts, in order. ``then``:
-        statements without parameters sent after them in the same string (a ``COMMIT``)."""
+    def read_together(self, statements: Sequence[Statement], then: Sequence[str] = ()) -> Rows:
+        """The rows (dicts) of several reads (each ``(sql, parameters)``), in order, sent in one
+        round trip behind any pending statements; ``then``: plain statements after them."""
         texts = [self._text(translate(sql), _parameters(params)) for sql, params in statements]
         before = self.pending.take() if self.pending.parts else []
         joined = "; ".join([*before, *texts, *then])
