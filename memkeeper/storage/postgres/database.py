@@ -35,7 +35,7 @@ import psycopg
 from psycopg.pq import ExecStatus, TransactionStatus
 
 from memkeeper.errors import DatabaseUnreachable
-from memkeeper.storage.postgres.dialect import many_rows, many_updates, translate
+from memkeeper.storage.postgres.dialect import many_deletes, many_rows, many_updates, translate
 from memkeeper.storage.postgres.numbers import prepared
 from memkeeper.storage.postgres.round_trips import DEFERRED, Pending, retryable
 from memkeeper.storage.postgres.write_locks import (
@@ -202,8 +202,12 @@ class PostgresConnection:
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
         rows = [_parameters(parameters) for parameters in seq_of_parameters]
         text = translate(sql)
-        # Many rows of one INSERT or of one UPDATE by key: one statement.
-        merged = (many_rows(text, rows) or many_updates(text, rows)) if len(rows) > 1 else None
+        # Many rows of one INSERT, of one UPDATE or of one DELETE by key: one statement.
+        merged = (
+            (many_rows(text, rows) or many_updates(text, rows) or many_deletes(text, rows))
+            if len(rows) > 1
+            else None
+        )
         if self.pending.deferring and self.in_transaction:
             for statement, bound in [merged] if merged else [(text, row) for row in rows]:
                 self.pending.parts.append(self._text(statement, bound))
