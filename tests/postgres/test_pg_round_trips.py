@@ -80,6 +80,31 @@ def test_a_jobs_batch_over_many_users_costs_the_same_few_round_trips(two_stores)
     assert next(logged)["n"] == len(small) + len(large)  # each change with its log row
 
 
+def test_a_fenced_batch_sends_its_fence_check_with_its_commit(two_stores) -> None:
+    """Under a job lock every COMMIT is fenced (leadership.Fence): the check goes with the
+    COMMIT and the writes, not in a round trip of its own before it; a moved epoch still
+    rolls the batch back."""
+    from memkeeper.errors import LockLost
+    from memkeeper.maintenance.locks import job_lock
+    from memkeeper.storage.postgres.leadership import bump_epoch
+
+    job, agent = two_stores
+    batch, moved = _demotions(job, 5, "fenced"), _demotions(job, 2, "moved")
+    with job_lock(job.storage, "expire").hold():
+        trips, outcomes = _round_trips(
+            job, lambda: apply(job.storage, batch, actor="job", now=system_now(), run_id="r")
+        )
+        assert all(outcome.applied for outcome in outcomes)
+        assert trips == 3  # BEGIN with the locks; the re-read; writes, check and COMMIT
+        with agent.storage.lock:
+            bump_epoch(
+                agent.storage.hot.raw, "memkeeper", "job:expire", host="b", pid=2, now=system_now()
+            )
+        with pytest.raises(LockLost, match="job:expire epoch"):
+            apply(job.storage, moved, actor="job", now=system_now(), run_id="r")
+    assert [job.get(t.memory_id).confidence for t in moved] != [0.5, 0.5]  # rolled back
+
+
 def test_a_tried_batch_still_leaves_the_user_an_agent_is_writing(two_stores) -> None:
     job, agent = two_stores
     transitions = _demotions(job, 6)
@@ -128,11 +153,12 @@ def test_many_rows_leaves_other_statements_and_bulk_copies_alone() -> None:
         " FROM jsonb_populate_recordset(NULL::changes, %s::jsonb) AS v",
         ['[{"at": "1", "actor": "a%"}, {"at": "2", "actor": null}]'],
     )
-    # Bytes (or a NaN) are no JSON: the rows go as VALUES groups.
-    assert many_rows(insert, [{"at": "1", "actor": b"a"}, {"at": "2", "actor": "b"}]) == (
-        "INSERT INTO changes (at, actor) VALUES (%s, %s), (%s, %s)",
-        ["1", b"a", "2", "b"],
-    )
+    # Bytes, a NaN or a bool are no plain JSON value: the rows go as VALUES groups.
+    for odd in (b"a", float("nan"), True):
+        assert many_rows(insert, [{"at": "1", "actor": odd}, {"at": "2", "actor": "b"}]) == (
+            "INSERT INTO changes (at, actor) VALUES (%s, %s), (%s, %s)",
+            ["1", odd, "2", "b"],
+        )
     assert many_rows(translate("DELETE FROM memories WHERE id = ?"), [("a",), ("b",)]) is None
     assert many_rows(insert, [{"at": "1", "actor": "a"}] * (ROWS_PER_STATEMENT + 1)) is None
 

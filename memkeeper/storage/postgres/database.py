@@ -274,9 +274,12 @@ class PostgresDatabase:
         self.schema = schema
         self.scope: Scope | None = None
         """What the write transaction in progress holds (None: none in progress)."""
-        self.fence: Callable[[PostgresConnection], None] | None = None
+        self.fence: Callable[[PostgresConnection], Callable[[BaseException], Any] | None] | None
+        self.fence = None
         """Run before each COMMIT while a job lock is held: raises (the transaction rolls
-        back) when the lock was lost (:class:`~memkeeper.storage.postgres.leadership.Fence`)."""
+        back) when the lock was lost (:class:`~memkeeper.storage.postgres.leadership.Fence`),
+        or queues a check to go with the COMMIT and returns what reads the COMMIT's error
+        (the :class:`~memkeeper.errors.LockLost` to raise, or None)."""
         self.opened: psycopg.Cursor | None = None
         """The cursor of the last ``BEGIN`` and its opening (the result of the lock tries)."""
 
@@ -340,9 +343,16 @@ class PostgresDatabase:
             pending.unopened = True
         try:
             yield self
+            refusal = None
             if self.fence is not None:
-                self.fence(conn)
-            conn.execute("COMMIT")
+                refusal = self.fence(conn)
+            try:
+                conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                lost = refusal(exc) if refusal is not None else None
+                if lost is not None:
+                    raise lost from None
+                raise
         except BaseException:
             pending.discard()
             if conn.in_transaction and not conn.raw.broken:

@@ -207,6 +207,7 @@ def many_rows(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
     return sql, [value for row in flat for value in row]
 
 
+_PLAIN_TYPES = frozenset({str, int, float, type(None)})
 _TABLE = re.compile(r"INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
 _NAME = re.compile(r"^\w+$")
 
@@ -227,19 +228,18 @@ def _json_rows(
     columns = [c.strip() for c in found.group("columns").split(",")]
     if len(columns) != width or not all(_NAME.match(c) for c in columns):
         return None
-    if not all(
-        isinstance(v, _JSON_SCALARS)
-        and not isinstance(v, bool)  # JSON's true is no integer to PostgreSQL
-        and (not isinstance(v, float) or math.isfinite(v))
-        for row in flat
-        for v in row
-    ):
+    # Exact types: a bool (JSON's true is no integer to PostgreSQL) or a subclass falls back.
+    if not {type(v) for row in flat for v in row} <= _PLAIN_TYPES:
         return None
     table = _TABLE.match(found.group("head").strip())
     if table is None:
         return None
     keys = [c.lower() for c in columns]  # the names PostgreSQL folds unquoted ones to
     objects = [dict(zip(keys, row, strict=True)) for row in flat]
+    try:
+        text = json.dumps(objects, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # a NaN or an infinity
+        return None
     picked = ", ".join(f"v.{c}" for c in keys)
     head = found.group("head")
     into = head[: head.upper().rindex("VALUES")]
@@ -247,7 +247,7 @@ def _json_rows(
         f"{into}SELECT {picked} FROM jsonb_populate_recordset(NULL::{table.group(1)}, %s::jsonb)"
         f" AS v{found.group('tail')}"
     )
-    return sql, [json.dumps(objects, ensure_ascii=False)]
+    return sql, [text]
 
 
 _ONE_DELETE = re.compile(

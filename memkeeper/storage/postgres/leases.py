@@ -126,10 +126,19 @@ class ConnectionLease:
     # lease that thread takes (each may get another pooled connection) carries them, and
     # the other threads' (agents' on the same store) never do.
 
-    def _check_fence(self, conn: Any) -> None:
+    def _check_fence(self, conn: Any) -> Callable[[BaseException], Any] | None:
+        """The thread's fence before a ``COMMIT``: sent with it when the fence can be
+        (:meth:`~memkeeper.storage.postgres.leadership.Fence.before_commit`; the reading of
+        the ``COMMIT``'s error returned), else checked now."""
         fence = getattr(self._local, "fence", None)
-        if fence is not None:
+        if fence is None:
+            return None
+        before_commit = getattr(fence, "before_commit", None)
+        if before_commit is None:
             fence(conn)
+            return None
+        before_commit(conn)
+        return fence.refusal
 
     @property
     def thread_fence(self) -> Callable[[Any], None] | None:
