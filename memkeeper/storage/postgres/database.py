@@ -35,7 +35,7 @@ import psycopg
 from psycopg.pq import ExecStatus, TransactionStatus
 
 from memkeeper.errors import DatabaseUnreachable
-from memkeeper.storage.postgres.dialect import many_deletes, many_rows, many_updates, translate
+from memkeeper.storage.postgres.dialect import one_statement, translate
 from memkeeper.storage.postgres.numbers import prepared
 from memkeeper.storage.postgres.round_trips import DEFERRED, Pending, retryable
 from memkeeper.storage.postgres.write_locks import (
@@ -202,12 +202,7 @@ class PostgresConnection:
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
         rows = [_parameters(parameters) for parameters in seq_of_parameters]
         text = translate(sql)
-        # Many rows of one INSERT, of one UPDATE or of one DELETE by key: one statement.
-        merged = (
-            (many_rows(text, rows) or many_updates(text, rows) or many_deletes(text, rows))
-            if len(rows) > 1
-            else None
-        )
+        merged = one_statement(text, rows)  # many rows of an INSERT, UPDATE or DELETE
         if self.pending.deferring and self.in_transaction:
             for statement, bound in [merged] if merged else [(text, row) for row in rows]:
                 self.pending.parts.append(self._text(statement, bound))
@@ -276,10 +271,9 @@ class PostgresDatabase:
         """What the write transaction in progress holds (None: none in progress)."""
         self.fence: Callable[[PostgresConnection], Callable[[BaseException], Any] | None] | None
         self.fence = None
-        """Run before each COMMIT while a job lock is held: raises (the transaction rolls
-        back) when the lock was lost (:class:`~memkeeper.storage.postgres.leadership.Fence`),
-        or queues a check to go with the COMMIT and returns what reads the COMMIT's error
-        (the :class:`~memkeeper.errors.LockLost` to raise, or None)."""
+        """Run before each COMMIT while a job lock is held (:class:`~memkeeper.storage.postgres.
+        leadership.Fence`): raises when the lock was lost, or queues a check sent with the
+        COMMIT and returns what reads the COMMIT's error (the ``LockLost`` to raise, or None)."""
         self.opened: psycopg.Cursor | None = None
         """The cursor of the last ``BEGIN`` and its opening (the result of the lock tries)."""
 
@@ -343,14 +337,11 @@ class PostgresDatabase:
             pending.unopened = True
         try:
             yield self
-            refusal = None
-            if self.fence is not None:
-                refusal = self.fence(conn)
+            refusal = self.fence(conn) if self.fence is not None else None
             try:
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
-                lost = refusal(exc) if refusal is not None else None
-                if lost is not None:
+                if refusal is not None and (lost := refusal(exc)) is not None:
                     raise lost from None
                 raise
         except BaseException:

@@ -250,6 +250,15 @@ def _json_rows(
     return sql, [text]
 
 
+def one_statement(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
+    """``executemany(text, rows)`` of two rows or more as one statement, with its parameters:
+    an ``INSERT`` (:func:`many_rows`), an ``UPDATE`` (:func:`many_updates`) or a ``DELETE``
+    by key (:func:`many_deletes`); None when it cannot be one."""
+    if len(rows) < 2:
+        return None
+    return many_rows(text, rows) or many_updates(text, rows) or many_deletes(text, rows)
+
+
 _ONE_DELETE = re.compile(
     r"^\s*DELETE\s+FROM\s+(?P<table>\w+)\s+WHERE\s+(?P<key>\w+)\s*=\s*%s\s*$", re.IGNORECASE
 )

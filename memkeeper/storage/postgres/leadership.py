@@ -15,8 +15,9 @@ may not know yet (it was paused, and resumes mid-job). So each fenced lock (``da
 own session, right after taking the lock. Every job runs under the ``jobs`` lock, and every
 transaction on the running store's connection checks, just before its ``COMMIT``, that the
 ``jobs`` epoch is still the one its holder bumped it to (:class:`Fence`; ``SELECT … FOR
-SHARE``). A new holder's ``UPDATE`` of the row waits for a transaction that already passed
-the check, so either the old transaction committed *before* the new holder started, or it
+SHARE``, sent in the ``COMMIT``'s own string: :meth:`Fence.before_commit`). A new
+holder's ``UPDATE`` of the row waits for a transaction that already passed the check, so
+either the old transaction committed *before* the new holder started, or it
 reads the new epoch and rolls back with :class:`~memkeeper.errors.LockLost`: no job write of
 a deposed holder commits after a new one began. (Running the writes on the lock's own session
 was the other way; it would tie every job transaction to one connection and lose the store's
