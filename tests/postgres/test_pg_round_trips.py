@@ -17,7 +17,12 @@ import pytest
 from memkeeper import MemoryStore
 from memkeeper.clock import system_now
 from memkeeper.maintenance.runner import run_job
-from memkeeper.storage.postgres.dialect import ROWS_PER_STATEMENT, many_rows, translate
+from memkeeper.storage.postgres.dialect import (
+    ROWS_PER_STATEMENT,
+    many_deletes,
+    many_rows,
+    translate,
+)
 from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Transition, apply, with_changes
 
@@ -75,6 +80,31 @@ def test_a_jobs_batch_over_many_users_costs_the_same_few_round_trips(two_stores)
     assert next(logged)["n"] == len(small) + len(large)  # each change with its log row
 
 
+def test_a_fenced_batch_sends_its_fence_check_with_its_commit(two_stores) -> None:
+    """Under a job lock every COMMIT is fenced (leadership.Fence): the check goes with the
+    COMMIT and the writes, not in a round trip of its own before it; a moved epoch still
+    rolls the batch back."""
+    from memkeeper.errors import LockLost
+    from memkeeper.maintenance.locks import job_lock
+    from memkeeper.storage.postgres.leadership import bump_epoch
+
+    job, agent = two_stores
+    batch, moved = _demotions(job, 5, "fenced"), _demotions(job, 2, "moved")
+    with job_lock(job.storage, "expire").hold():
+        trips, outcomes = _round_trips(
+            job, lambda: apply(job.storage, batch, actor="job", now=system_now(), run_id="r")
+        )
+        assert all(outcome.applied for outcome in outcomes)
+        assert trips == 3  # BEGIN with the locks; the re-read; writes, check and COMMIT
+        with agent.storage.lock:
+            bump_epoch(
+                agent.storage.hot.raw, "memkeeper", "job:expire", host="b", pid=2, now=system_now()
+            )
+        with pytest.raises(LockLost, match="job:expire epoch"):
+            apply(job.storage, moved, actor="job", now=system_now(), run_id="r")
+    assert [job.get(t.memory_id).confidence for t in moved] != [0.5, 0.5]  # rolled back
+
+
 def test_a_tried_batch_still_leaves_the_user_an_agent_is_writing(two_stores) -> None:
     job, agent = two_stores
     transitions = _demotions(job, 6)
@@ -117,12 +147,103 @@ def test_many_rows_of_one_insert_become_one_statement_with_the_same_outcome(two_
 
 def test_many_rows_leaves_other_statements_and_bulk_copies_alone() -> None:
     insert = translate("INSERT INTO changes (at, actor) VALUES (:at, :actor)")
-    assert many_rows(insert, [{"at": "1", "actor": "a%"}, {"at": "2", "actor": "b"}]) == (
-        "INSERT INTO changes (at, actor) VALUES (%s, %s), (%s, %s)",
-        ["1", "a%", "2", "b"],
+    # Plain values: one JSON parameter (psycopg splits no statement of many placeholders).
+    assert many_rows(insert, [{"at": "1", "actor": "a%"}, {"at": "2", "actor": None}]) == (
+        "INSERT INTO changes (at, actor) SELECT v.at, v.actor"
+        " FROM jsonb_populate_recordset(NULL::changes, %s::jsonb) AS v",
+        ['[{"at": "1", "actor": "a%"}, {"at": "2", "actor": null}]'],
     )
+    # Bytes, a NaN or a bool are no plain JSON value: the rows go as VALUES groups.
+    for odd in (b"a", float("nan"), True):
+        assert many_rows(insert, [{"at": "1", "actor": odd}, {"at": "2", "actor": "b"}]) == (
+            "INSERT INTO changes (at, actor) VALUES (%s, %s), (%s, %s)",
+            ["1", odd, "2", "b"],
+        )
     assert many_rows(translate("DELETE FROM memories WHERE id = ?"), [("a",), ("b",)]) is None
     assert many_rows(insert, [{"at": "1", "actor": "a"}] * (ROWS_PER_STATEMENT + 1)) is None
+
+
+def test_rows_sent_as_json_come_back_as_the_values_given(two_stores) -> None:
+    job, _ = two_stores
+    conn = job.storage.hot.conn
+    rows = [
+        ("2026-01-01", "job", None, "demote", "m1", "ann", "", 'it\'s 100% \\ "odd"', 7),
+        ("2026-01-02", "job", "r", "demote", "m2", "bo", "ns", "深色模式 ünï", -3),
+        ("2026-01-03", "job", "r", "demote", "m3", "cy", "", "0.1", 2**40),
+    ]
+    sql = (
+        "INSERT INTO changes (at, actor, run_id, action, memory_id, user_id, namespace, reason,"
+        " details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    assert "jsonb_populate_recordset" in many_rows(translate(sql), rows)[0]  # type: ignore[index]
+    assert conn.executemany(sql, rows).rowcount == 3
+    got = conn.execute(
+        "SELECT at, actor, run_id, action, memory_id, user_id, namespace, reason, details"
+        " FROM changes ORDER BY id"
+    ).fetchall()
+    assert [tuple(row) for row in got] == [(*row[:-1], str(row[-1])) for row in rows]
+
+
+def test_many_deletes_by_key_become_one_statement_with_the_same_count(two_stores) -> None:
+    job, _ = two_stores
+    ids = [job.remember("ann", f"k{n}", "v").id for n in range(4)]
+    delete = translate("DELETE FROM memories WHERE id = ?")
+    assert many_deletes(delete, [("a",), ("b",)]) == (
+        "DELETE FROM memories WHERE id IN (%s, %s)",
+        ["a", "b"],
+    )
+    assert many_deletes(translate("DELETE FROM memories WHERE id = ? AND 1 = 1"), [("a",)]) is None
+    assert many_deletes(translate("DELETE FROM uses WHERE memory_id = ?"), [("a", "b")]) is None
+    trips, cursor = _round_trips(
+        job,
+        lambda: job.storage.hot.conn.executemany(
+            "DELETE FROM memories WHERE id = ?", [(ids[0],), (ids[1],), (ids[0],), ("none",)]
+        ),
+    )
+    assert (trips, cursor.rowcount) == (1, 2)  # each row deleted once, as one by one
+    left = {row["id"] for row in job.storage.hot.query("SELECT id FROM memories")}
+    assert left == set(ids[2:])
+
+
+def test_a_jobs_limits_are_set_once_for_its_leases_and_reset_for_other_threads(
+    two_stores, monkeypatch
+) -> None:
+    """A job borrows a connection per batch: its session limit is set on the first borrow
+    only (each set and reset was a round trip a batch), and a lease of another thread or
+    after the job finds the server's default."""
+    import threading
+
+    from memkeeper.maintenance.locks import job_lock, set_takeover
+    from memkeeper.storage.postgres import leases
+
+    job, _ = two_stores
+    applied: list[dict[str, Any]] = []
+    real = leases.apply_settings
+    monkeypatch.setattr(
+        leases,
+        "apply_settings",
+        lambda raw, settings, held: applied.append(settings) or real(raw, settings, held),
+    )
+    set_takeover(job.storage, 7)
+    show = "SHOW idle_in_transaction_session_timeout"
+    hot = job.storage.hot
+
+    def other_thread() -> str:
+        seen: list[str] = []
+        thread = threading.Thread(target=lambda: seen.append(hot.execute(show).fetchone()[0]))
+        thread.start()
+        thread.join(30)
+        return seen[0]
+
+    with job_lock(job.storage, "expire").hold():
+        assert [hot.execute(show).fetchone()[0] for _ in range(5)] == ["7s"] * 5
+        assert len(applied) == 1  # five leases, one setting
+        assert other_thread() == "0"  # another thread's lease: reset (if it got that session)
+        assert hot.execute(show).fetchone()[0] == "7s"
+    assert hot.execute(show).fetchone()[0] == "0"  # the job ended: the next lease resets it
+    count = len(applied)
+    assert hot.execute(show).fetchone()[0] == "0"
+    assert len(applied) == count  # nothing left to reset
 
 
 def test_an_agents_recall_waits_for_the_server_once(two_stores) -> None:

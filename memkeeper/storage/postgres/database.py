@@ -25,18 +25,17 @@ How the connection behaves, and why:
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import psycopg
-from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.pq import TransactionStatus
 
 from memkeeper.errors import DatabaseUnreachable
-from memkeeper.storage.postgres.dialect import many_rows, many_updates, translate
+from memkeeper.storage.postgres.dialect import one_statement, translate
 from memkeeper.storage.postgres.numbers import prepared
+from memkeeper.storage.postgres.result_columns import column_names
 from memkeeper.storage.postgres.round_trips import DEFERRED, Pending, retryable
 from memkeeper.storage.postgres.write_locks import (
     Scope,
@@ -45,10 +44,9 @@ from memkeeper.storage.postgres.write_locks import (
     tried,
     trying_locks,
 )
-from memkeeper.storage.sqlite.connection import _LAZY_KEYWORDS, _first_keyword, _keys
+from memkeeper.storage.sqlite.connection import _LAZY_KEYWORDS, _first_keyword
 
 _SAVEPOINTS = itertools.count(1)
-_TUPLES_OK = ExecStatus.TUPLES_OK
 Rows = list[list[dict[str, Any]]]  # several reads' rows, each row a dict
 Statement = tuple[str, Any]  # (sql, parameters)
 
@@ -208,8 +206,7 @@ class PostgresConnection:
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
         rows = [_parameters(parameters) for parameters in seq_of_parameters]
         text = translate(sql)
-        # Many rows of one INSERT or of one UPDATE by key: one statement.
-        merged = (many_rows(text, rows) or many_updates(text, rows)) if len(rows) > 1 else None
+        merged = one_statement(text, rows)  # many rows of an INSERT, UPDATE or DELETE
         if self.pending.deferring and self.in_transaction:
             for statement, bound in [merged] if merged else [(text, row) for row in rows]:
                 self.pending.parts.append(self._text(statement, bound))
@@ -237,21 +234,6 @@ class PostgresConnection:
         self.raw.close()
 
 
-def column_names(cursor: psycopg.Cursor) -> list[str] | None:
-    """The names of the current result's columns (a repeated one renamed as sqlite-utils
-    does), None when it has no rows. Read from the result itself: psycopg's ``description``
-    builds a ``Column`` per column at every call, a quarter of an agent's CPU."""
-    result = cursor.pgresult
-    if result is None or not (result.nfields or result.status == _TUPLES_OK):
-        return None
-    return list(_unique(tuple(result.fname(i).decode() for i in range(result.nfields))))
-
-
-@functools.lru_cache(maxsize=1024)
-def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(_keys(SimpleNamespace(description=[(name,) for name in names])))  # type: ignore[arg-type]
-
-
 def _reason(exc: psycopg.Error) -> str:
     """The first line of the server's or libpq's message (it never holds the password)."""
     return (str(exc).strip().splitlines() or ["connection lost"])[0]
@@ -276,9 +258,11 @@ class PostgresDatabase:
         self.schema = schema
         self.scope: Scope | None = None
         """What the write transaction in progress holds (None: none in progress)."""
-        self.fence: Callable[[PostgresConnection], None] | None = None
-        """Run before each COMMIT while a job lock is held: raises (the transaction rolls
-        back) when the lock was lost (:class:`~memkeeper.storage.postgres.leadership.Fence`)."""
+        self.fence: Callable[[PostgresConnection], Callable[[BaseException], Any] | None] | None
+        self.fence = None
+        """Run before each COMMIT while a job lock is held (:class:`~memkeeper.storage.postgres.
+        leadership.Fence`): raises when the lock was lost, or queues a check sent with the
+        COMMIT and returns what reads the COMMIT's error (the ``LockLost`` to raise, or None)."""
         self.opened: psycopg.Cursor | None = None
         """The cursor of the last ``BEGIN`` and its opening (the result of the lock tries)."""
 
@@ -342,9 +326,13 @@ class PostgresDatabase:
             pending.unopened = True
         try:
             yield self
-            if self.fence is not None:
-                self.fence(conn)
-            conn.execute("COMMIT")
+            refusal = self.fence(conn) if self.fence is not None else None
+            try:
+                conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                if refusal is not None and (lost := refusal(exc)) is not None:
+                    raise lost from None
+                raise
         except BaseException:
             pending.discard()
             if conn.in_transaction and not conn.raw.broken:

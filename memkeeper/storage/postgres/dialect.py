@@ -30,7 +30,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -199,9 +199,85 @@ def many_rows(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
         keys = [tuple(row[i] for i in at) for row in flat]
         if len(set(keys)) != len(keys):
             return None
+    as_json = _json_rows(found, flat, width)
+    if as_json is not None:
+        return as_json
     group = "(" + ", ".join(["%s"] * width) + ")"
     sql = found.group("head") + ", ".join([group] * len(flat)) + found.group("tail")
     return sql, [value for row in flat for value in row]
+
+
+_PLAIN_TYPES = frozenset({str, int, float, type(None)})
+_TABLE = re.compile(r"INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
+_NAME = re.compile(r"^\w+$")
+
+
+def _json_rows(
+    found: re.Match[str], flat: list[list[Any]], width: int
+) -> tuple[str, list[Any]] | None:
+    """The insert of ``flat`` rows as ``INSERT ... SELECT`` from one JSON array read back as
+    the table's own row type (``jsonb_populate_recordset``, each value taking its column's
+    type, as :func:`many_updates` does), when every value is a plain JSON scalar and every
+    column a plain name; else None (the rows go as ``VALUES`` groups).
+
+    Why: the client quotes parameters into the statement (``ClientCursor``), and psycopg
+    splits a long statement at each of its placeholders anew (it caches only short ones):
+    for a job's batch of change-log rows and cold copies, thousands of placeholders, that
+    split was the largest part of the pass's own CPU. One parameter, encoded by ``json``'s
+    C encoder, costs a small part of it; the same rows go in, in the same order."""
+    columns = [c.strip() for c in found.group("columns").split(",")]
+    if len(columns) != width or not all(_NAME.match(c) for c in columns):
+        return None
+    # Exact types: a bool (JSON's true is no integer to PostgreSQL) or a subclass falls back.
+    if not {type(v) for row in flat for v in row} <= _PLAIN_TYPES:
+        return None
+    table = _TABLE.match(found.group("head").strip())
+    if table is None:
+        return None
+    keys = [c.lower() for c in columns]  # the names PostgreSQL folds unquoted ones to
+    objects = [dict(zip(keys, row, strict=True)) for row in flat]
+    try:
+        text = json.dumps(objects, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # a NaN or an infinity
+        return None
+    picked = ", ".join(f"v.{c}" for c in keys)
+    head = found.group("head")
+    into = head[: head.upper().rindex("VALUES")]
+    sql = (
+        f"{into}SELECT {picked} FROM jsonb_populate_recordset(NULL::{table.group(1)}, %s::jsonb)"
+        f" AS v{found.group('tail')}"
+    )
+    return sql, [text]
+
+
+def one_statement(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
+    """``executemany(text, rows)`` of two rows or more as one statement, with its parameters:
+    an ``INSERT`` (:func:`many_rows`), an ``UPDATE`` (:func:`many_updates`) or a ``DELETE``
+    by key (:func:`many_deletes`); None when it cannot be one."""
+    if len(rows) < 2:
+        return None
+    return many_rows(text, rows) or many_updates(text, rows) or many_deletes(text, rows)
+
+
+_ONE_DELETE = re.compile(
+    r"^\s*DELETE\s+FROM\s+(?P<table>\w+)\s+WHERE\s+(?P<key>\w+)\s*=\s*%s\s*$", re.IGNORECASE
+)
+
+
+def many_deletes(text: str, rows: Sequence[Any]) -> tuple[str, list[Any]] | None:
+    """``executemany(text, rows)`` of a translated ``DELETE FROM t WHERE key = %s`` as one
+    ``DELETE ... WHERE key IN (...)`` of every row's key (a move to cold storage deletes
+    each moved row: a statement each was parsed and planned once a row). None when ``text``
+    is not such a delete or a row is not one value. Its ``rowcount`` is the rows deleted,
+    as ``executemany``'s (a key given twice deletes its row once either way)."""
+    found = _ONE_DELETE.match(text)
+    if found is None or not rows or len(rows) > ROWS_PER_STATEMENT:
+        return None
+    if any(isinstance(row, Mapping) or len(row) != 1 for row in rows):
+        return None
+    keys = [row[0] for row in rows]  # a None key deletes nothing in either form
+    marks = ", ".join(["%s"] * len(keys))
+    return f"DELETE FROM {found.group('table')} WHERE {found.group('key')} IN ({marks})", keys
 
 
 _ONE_UPDATE = re.compile(

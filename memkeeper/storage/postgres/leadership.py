@@ -15,8 +15,9 @@ may not know yet (it was paused, and resumes mid-job). So each fenced lock (``da
 own session, right after taking the lock. Every job runs under the ``jobs`` lock, and every
 transaction on the running store's connection checks, just before its ``COMMIT``, that the
 ``jobs`` epoch is still the one its holder bumped it to (:class:`Fence`; ``SELECT … FOR
-SHARE``). A new holder's ``UPDATE`` of the row waits for a transaction that already passed
-the check, so either the old transaction committed *before* the new holder started, or it
+SHARE``, sent in the ``COMMIT``'s own string: :meth:`Fence.before_commit`). A new
+holder's ``UPDATE`` of the row waits for a transaction that already passed the check, so
+either the old transaction committed *before* the new holder started, or it
 reads the new epoch and rolls back with :class:`~memkeeper.errors.LockLost`: no job write of
 a deposed holder commits after a new one began. (Running the writes on the lock's own session
 was the other way; it would tie every job transaction to one connection and lose the store's
@@ -145,6 +146,14 @@ def limit_idle_transactions(db: Any, seconds: float | None) -> None:
         log.debug("could not limit idle transactions", error=str(exc))
 
 
+FENCE_SQLSTATE = "MKF01"
+"""The SQLSTATE of a fence check that failed on the server (:meth:`Fence.before_commit`)."""
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 class Fence:
     """The check a fenced store runs before each ``COMMIT`` (see the module docstring).
 
@@ -158,10 +167,21 @@ class Fence:
         self.epochs = dict(epochs)
         self.lost = lost
         quoted = schema.replace('"', '""')
-        names = ", ".join(f"'{name}'" for name in sorted(self.epochs))
+        names = ", ".join(_literal(name) for name in sorted(self.epochs))
         self._check = (
             f'SELECT name, epoch FROM "{quoted}".leadership WHERE name IN ({names}) FOR SHARE'
         )
+        # The same check as one statement that fails the transaction, sent with the COMMIT
+        # in its round trip (:meth:`before_commit`): the rows locked FOR SHARE as above, a
+        # row not written yet read as epoch 0, each epoch compared in the same order.
+        steps = "".join(
+            f'SELECT epoch INTO found FROM "{quoted}".leadership WHERE name = {_literal(name)}'
+            f" FOR SHARE; IF coalesce(found, 0) <> {int(epoch)} THEN RAISE EXCEPTION USING"
+            f" ERRCODE = '{FENCE_SQLSTATE}', MESSAGE = format('%s epoch %s was followed by %s',"
+            f" {_literal(name)}, {int(epoch)}, coalesce(found, 0)); END IF; "
+            for name, epoch in sorted(self.epochs.items())
+        )
+        self._guard = f"DO $fence$ DECLARE found bigint; BEGIN {steps}END $fence$"
 
     def __call__(self, conn: Any) -> None:
         if self.lost is not None and self.lost.is_set():
@@ -171,6 +191,23 @@ class Fence:
             now = found.get(name, 0)  # a row not written yet: epoch 0 (see read_epoch)
             if now != epoch:
                 raise LockLost(self._refused(f"{name} epoch {epoch} was followed by {now}"))
+
+    def before_commit(self, conn: Any) -> None:
+        """The check, sent with the ``COMMIT`` that follows (one round trip, not two): it
+        fails the transaction on the server, and :meth:`refusal` turns that error into
+        :class:`~memkeeper.errors.LockLost`. A job's batch paid a round trip for the check's
+        answer alone before its ``COMMIT``."""
+        if self.lost is not None and self.lost.is_set():
+            raise LockLost(self._refused("its lock's session ended"))
+        conn.pending.parts.append(self._guard)
+
+    def refusal(self, exc: BaseException) -> LockLost | None:
+        """The :class:`~memkeeper.errors.LockLost` of a failed :meth:`before_commit` check
+        (``exc`` the server's error), None for any other error."""
+        if getattr(exc, "sqlstate", None) != FENCE_SQLSTATE:
+            return None
+        diag = getattr(exc, "diag", None)
+        return LockLost(self._refused(getattr(diag, "message_primary", None) or "epoch moved"))
 
     def _refused(self, why: str) -> str:
         return (

@@ -30,16 +30,17 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import weakref
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from memkeeper.logs import get_logger
 from memkeeper.storage.postgres.database import PostgresDatabase
 from memkeeper.storage.postgres.pool import Pool
 from memkeeper.storage.postgres.round_trips import Pending, transaction_in_one_trip
+from memkeeper.storage.postgres.session_settings import apply_settings
 from memkeeper.storage.postgres.write_locks import Scope
 
 log = get_logger(__name__)
@@ -73,6 +74,11 @@ class ConnectionLease:
         self.where = where
         self._open_direct = open_direct
         self._local = threading.local()
+        self._applied: weakref.WeakKeyDictionary[psycopg.Connection, dict[str, str | None]] = (
+            weakref.WeakKeyDictionary()
+        )
+        """The thread settings each pooled session holds now (a value None: perhaps changed,
+        reset it), so that a lease sets only what differs from the session it borrowed."""
 
     def current(self) -> PostgresDatabase | None:
         """The calling thread's leased handle, None outside a lease."""
@@ -99,19 +105,40 @@ class ConnectionLease:
         held = _Held(PostgresDatabase(raw, self.schema, where=self.where), raw)
         held.db.conn.opener = lambda: self._replace(held)
         held.db.fence = self._check_fence
-        settings = getattr(self._local, "settings", None)
-        if settings:
-            _apply(raw, settings)
+        self._settle(raw, getattr(self._local, "settings", None) or {})
         return held
+
+    def _settle(self, raw: psycopg.Connection, wanted: dict[str, str | None]) -> None:
+        """Give ``raw``'s session this thread's settings (``wanted``) and the server's default
+        for the others a lease set there before. A job borrows a connection for each of its
+        batches: setting its limits at every borrow and resetting them at every give-back
+        was two round trips a batch, as many as the batch itself, for what the session
+        mostly held already (the same thread borrowed it last)."""
+        held = self._applied.get(raw, {})
+        changes: dict[str, str | None] = {
+            name: value for name, value in wanted.items() if held.get(name) != value
+        }
+        changes.update((name, None) for name in held if name not in wanted)
+        if changes:
+            self._applied[raw] = apply_settings(raw, changes, held)
 
     # A job's fence and session settings belong to the thread that holds the job lock: every
     # lease that thread takes (each may get another pooled connection) carries them, and
     # the other threads' (agents' on the same store) never do.
 
-    def _check_fence(self, conn: Any) -> None:
+    def _check_fence(self, conn: Any) -> Callable[[BaseException], Any] | None:
+        """The thread's fence before a ``COMMIT``: sent with it when the fence can be
+        (:meth:`~memkeeper.storage.postgres.leadership.Fence.before_commit`; the reading of
+        the ``COMMIT``'s error returned), else checked now."""
         fence = getattr(self._local, "fence", None)
-        if fence is not None:
+        if fence is None:
+            return None
+        before_commit = getattr(fence, "before_commit", None)
+        if before_commit is None:
             fence(conn)
+            return None
+        before_commit(conn)
+        return fence.refusal
 
     @property
     def thread_fence(self) -> Callable[[Any], None] | None:
@@ -124,14 +151,19 @@ class ConnectionLease:
 
     def thread_setting(self, name: str, value: str | None) -> None:
         """A session setting for this thread's connections (None: the server's default),
-        on the one leased now and on each it borrows later; reset when given back."""
+        on the one leased now and on each it borrows later; reset by the next lease of that
+        connection for a thread without it (:meth:`_settle`)."""
         settings: dict[str, str | None] = self._local.__dict__.setdefault("settings", {})
         settings[name] = value
         db = self.current()
-        if db is not None:
-            _apply(db.conn.raw, {name: value})
         if value is None:
             settings.pop(name, None)
+        if db is not None:
+            raw = db.conn.raw
+            applied = apply_settings(raw, {name: value}, self._applied.get(raw, {}))
+            if db.conn.in_transaction:  # undone if the transaction rolls back
+                applied[name] = None
+            self._applied[raw] = applied
 
     def _replace(self, held: _Held) -> psycopg.Connection:
         """A new connection for the rest of ``held``'s lease (its own one died)."""
@@ -144,7 +176,7 @@ class ConnectionLease:
         fresh = self._open_direct()
         settings = getattr(self._local, "settings", None)
         if settings:  # a job's limits hold on the new session too (the lease's thread)
-            _apply(fresh, settings)
+            self._applied[fresh] = apply_settings(fresh, settings, {})
         return fresh
 
     def _give_back(self, held: _Held) -> None:
@@ -155,9 +187,8 @@ class ConnectionLease:
             with contextlib.suppress(psycopg.Error):
                 raw.rollback()
         held.db.scope = None
-        settings = getattr(self._local, "settings", None)
-        if settings and not raw.broken:  # the next borrower is another thread
-            _apply(raw, dict.fromkeys(settings))
+        # The thread's settings stay on the session: the next lease of it sets or resets
+        # only what differs for its own thread (``_settle``), usually nothing.
         if held.borrowed is raw:
             self.pool.putconn(raw)
         else:  # a direct connection that replaced a dead one
@@ -174,18 +205,6 @@ class ConnectionLease:
             "in_use": opened - stats.get("pool_available", 0),
             "waiting": stats.get("requests_waiting", 0),
         }
-
-
-def _apply(raw: psycopg.Connection, settings: dict[str, str | None]) -> None:
-    """Set (or, for None, reset) session settings on a leased connection, best effort."""
-    for name, value in settings.items():
-        try:
-            if value is None:
-                raw.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
-            else:
-                raw.execute("SELECT set_config(%s, %s, false)", [name, value])
-        except psycopg.Error as exc:
-            log.debug("could not apply a session setting", name=name, error=str(exc))
 
 
 _WRITES = re.compile(r"\s*(INSERT|UPDATE|DELETE|MERGE|TRUNCATE|WITH)\b", re.IGNORECASE)
