@@ -36,14 +36,13 @@ class VectorList(NamedTuple):
     found: list[tuple[str, float]]
     share: dict[str, float]
     cosine: dict[str, float]
-    z: dict[str, float]
     embed_ms: float = 0.0
     semantic: bool = False
 
 
 def _none(embed_ms: float = 0.0) -> VectorList:
     """No vector list: keyword-only (after ``embed_ms`` spent on a failed embedding)."""
-    return VectorList([], {}, {}, {}, embed_ms)
+    return VectorList([], {}, {}, embed_ms)
 
 
 def similar(
@@ -147,7 +146,7 @@ def _vector_list(
     """The vector list from the ``top`` ids (best first) with their similarities ``chosen``
     (a numpy array) among the user's ``count`` vectors of similarities ``mean`` and
     ``spread``: the admitted ones (id, cosine), and every top entry's share of the list's
-    scale, cosine and z-score (a keyword match among them may count though not admitted:
+    scale and cosine (a keyword match among them may count though not admitted:
     :func:`memkeeper.store.fusion.keyword_similar`)."""
     import numpy as np
 
@@ -168,6 +167,4 @@ def _vector_list(
             for memory_id, c in zip(top, chosen.tolist(), strict=True)
         }
     cosine = {memory_id: min(1.0, c) for memory_id, c in zip(top, chosen.tolist(), strict=True)}
-    calibrated = outliers and count >= fusion.OUTLIER_MIN_ENTRIES
-    z_of = dict(zip(top, z.tolist(), strict=True)) if calibrated else {}
-    return VectorList(found, share, cosine, z_of, embed_ms, True)
+    return VectorList(found, share, cosine, embed_ms, True)

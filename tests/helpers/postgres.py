@@ -211,3 +211,15 @@ ROLE_PASSWORD = "role-Pa55word-7q"
 def as_role(url: str, user: str, password: str | None) -> str:
     """The test database's URL as ``user`` (with ``password`` in it, or none: libpq's)."""
     return url.replace("postgres:@", f"{user}:{password}@" if password else f"{user}@", 1)
+
+
+def kill_backends(url: str, store: object) -> None:
+    """End every connection of ``store``'s pool, as a server restart or a failover does: its
+    next statement (or lease) finds its own connection dead."""
+    import psycopg
+
+    pids = sorted(store.storage.backend_pids())  # type: ignore[attr-defined]
+    assert pids
+    with psycopg.connect(url, autocommit=True) as admin:
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))

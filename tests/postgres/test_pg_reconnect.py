@@ -7,35 +7,26 @@ the store's next statement finds the connection dead.
 
 from __future__ import annotations
 
-import psycopg
 import pytest
+from helpers.postgres import kill_backends
 
 from memkeeper import MemoryStore
 from memkeeper.errors import DatabaseUnreachable
 from memkeeper.storage.transaction import write_transaction
 
 
-def _kill_backend(url: str, store: MemoryStore) -> None:
-    """End every connection of the store's pool (its next lease finds its own dead)."""
-    pids = sorted(store.storage.backend_pids())
-    assert pids
-    with psycopg.connect(url, autocommit=True) as admin:
-        for pid in pids:
-            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
-
-
 def test_a_read_after_the_connection_died_reconnects(pg_database: str) -> None:
     with MemoryStore(pg_database) as store:
         store.remember("ann", "city", "Oslo")
-        _kill_backend(pg_database, store)
+        kill_backends(pg_database, store)
         assert store.recall("ann", "city").value == "Oslo"
 
 
 def test_a_write_after_the_connection_died_commits_once(pg_database: str) -> None:
     with MemoryStore(pg_database) as store:
-        _kill_backend(pg_database, store)
+        kill_backends(pg_database, store)
         store.remember("ann", "city", "Oslo")
-        _kill_backend(pg_database, store)
+        kill_backends(pg_database, store)
         store.remember("ann", "tea", "green")
     with MemoryStore(pg_database) as again:
         assert [m.key for m in again.list_memories("ann")] == ["city", "tea"]
@@ -48,7 +39,7 @@ def test_a_connection_lost_inside_a_write_commits_nothing(pg_database: str) -> N
         storage = store.storage
         with pytest.raises(DatabaseUnreachable) as caught, write_transaction(storage) as hot:
             hot.execute("DELETE FROM memories WHERE user_id = ?", ["ann"])
-            _kill_backend(pg_database, store)
+            kill_backends(pg_database, store)
             hot.execute("DELETE FROM changes WHERE user_id = ?", ["ann"])
         assert "did not commit" in str(caught.value)
         # The same store goes on working, and the delete never happened.

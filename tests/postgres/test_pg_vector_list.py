@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from fake_embeddings import DIMS, FakeEmbeddings, embed_config, fake_vector
 from helpers.backends import empty_memory
+from helpers.postgres import kill_backends
 
 from memkeeper import MemoryStore
 from memkeeper.maintenance.runner import JobResult, run_once
@@ -198,15 +199,6 @@ def test_a_large_users_nearest_come_through_the_hnsw_index_and_match_the_exact_l
         assert [s for _, s in indexed.top] == pytest.approx([s for _, s in exact.top])
 
 
-def _kill_backends(url: str, store: MemoryStore) -> None:
-    """End every connection of the store's pool, as a restart or a failover does."""
-    pids = sorted(store.storage.backend_pids())
-    assert pids
-    with psycopg.connect(url, autocommit=True) as admin:
-        for pid in pids:
-            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
-
-
 @pytest.mark.parametrize("large", [False, True], ids=["exact", "hnsw"])
 def test_a_search_by_meaning_whose_connection_died_reconnects(
     store: MemoryStore, pg_suite_url: str, monkeypatch: pytest.MonkeyPatch, large: bool
@@ -227,7 +219,7 @@ def test_a_search_by_meaning_whose_connection_died_reconnects(
 
     def embed_then_lose_the_server(*args, **kwargs):  # type: ignore[no-untyped-def]
         vector = embed(*args, **kwargs)
-        _kill_backends(pg_suite_url, store)
+        kill_backends(pg_suite_url, store)
         killed.append(1)
         return vector
 
@@ -247,7 +239,7 @@ def test_the_index_job_builds_its_index_on_a_new_connection_after_one_died(
     _fill(store)
     with store.storage.lock:
         store.storage.hot.execute("SELECT 1")  # the lease holds its connection now
-        _kill_backends(pg_suite_url, store)
+        kill_backends(pg_suite_url, store)
         prepare_index(store.storage.hot, model=MODEL, dims=DIMS)
     valid = _raw(
         store,

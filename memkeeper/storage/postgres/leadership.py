@@ -167,13 +167,9 @@ class Fence:
         self.epochs = dict(epochs)
         self.lost = lost
         quoted = schema.replace('"', '""')
-        names = ", ".join(_literal(name) for name in sorted(self.epochs))
-        self._check = (
-            f'SELECT name, epoch FROM "{quoted}".leadership WHERE name IN ({names}) FOR SHARE'
-        )
-        # The same check as one statement that fails the transaction, sent with the COMMIT
-        # in its round trip (:meth:`before_commit`): the rows locked FOR SHARE as above, a
-        # row not written yet read as epoch 0, each epoch compared in the same order.
+        # The check as one statement that fails the transaction, sent with the COMMIT in its
+        # round trip (:meth:`before_commit`): each lock's row read FOR SHARE (a row not
+        # written yet is epoch 0), its epoch compared with the one held, in name order.
         steps = "".join(
             f'SELECT epoch INTO found FROM "{quoted}".leadership WHERE name = {_literal(name)}'
             f" FOR SHARE; IF coalesce(found, 0) <> {int(epoch)} THEN RAISE EXCEPTION USING"
@@ -182,15 +178,6 @@ class Fence:
             for name, epoch in sorted(self.epochs.items())
         )
         self._guard = f"DO $fence$ DECLARE found bigint; BEGIN {steps}END $fence$"
-
-    def __call__(self, conn: Any) -> None:
-        if self.lost is not None and self.lost.is_set():
-            raise LockLost(self._refused("its lock's session ended"))
-        found = {name: int(epoch) for name, epoch in conn.execute(self._check).fetchall()}
-        for name, epoch in self.epochs.items():
-            now = found.get(name, 0)  # a row not written yet: epoch 0 (see read_epoch)
-            if now != epoch:
-                raise LockLost(self._refused(f"{name} epoch {epoch} was followed by {now}"))
 
     def before_commit(self, conn: Any) -> None:
         """The check, sent with the ``COMMIT`` that follows (one round trip, not two): it

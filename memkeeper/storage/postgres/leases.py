@@ -32,7 +32,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -42,6 +42,9 @@ from memkeeper.storage.postgres.pool import Pool
 from memkeeper.storage.postgres.round_trips import Pending, transaction_in_one_trip
 from memkeeper.storage.postgres.session_settings import apply_settings
 from memkeeper.storage.postgres.write_locks import Scope
+
+if TYPE_CHECKING:
+    from memkeeper.storage.postgres.leadership import Fence
 
 log = get_logger(__name__)
 
@@ -127,26 +130,22 @@ class ConnectionLease:
     # the other threads' (agents' on the same store) never do.
 
     def _check_fence(self, conn: Any) -> Callable[[BaseException], Any] | None:
-        """The thread's fence before a ``COMMIT``: sent with it when the fence can be
-        (:meth:`~memkeeper.storage.postgres.leadership.Fence.before_commit`; the reading of
-        the ``COMMIT``'s error returned), else checked now."""
+        """The thread's fence before a ``COMMIT``, sent with it
+        (:meth:`~memkeeper.storage.postgres.leadership.Fence.before_commit`): what reads the
+        ``COMMIT``'s error (None: no fence)."""
         fence = getattr(self._local, "fence", None)
         if fence is None:
             return None
-        before_commit = getattr(fence, "before_commit", None)
-        if before_commit is None:
-            fence(conn)
-            return None
-        before_commit(conn)
+        fence.before_commit(conn)
         return fence.refusal
 
     @property
-    def thread_fence(self) -> Callable[[Any], None] | None:
+    def thread_fence(self) -> Fence | None:
         """The check every commit of this thread runs (a job's lock epochs), or None."""
         return getattr(self._local, "fence", None)
 
     @thread_fence.setter
-    def thread_fence(self, fence: Callable[[Any], None] | None) -> None:
+    def thread_fence(self, fence: Fence | None) -> None:
         self._local.fence = fence
 
     def thread_setting(self, name: str, value: str | None) -> None:
@@ -320,12 +319,12 @@ class PooledDatabase:
             return transaction_in_one_trip(db, users, sql, parameters)
 
     @property
-    def fence(self) -> Callable[[Any], None] | None:
+    def fence(self) -> Fence | None:
         """The calling thread's commit check (a job's lock epochs; see ``leadership``)."""
         return self.lease.thread_fence
 
     @fence.setter
-    def fence(self, fence: Callable[[Any], None] | None) -> None:
+    def fence(self, fence: Fence | None) -> None:
         self.lease.thread_fence = fence
 
     def thread_setting(self, name: str, value: str | None) -> None:
