@@ -322,7 +322,7 @@ def test_forget_leaves_no_trigram_in_either_file(db_path: Path, how: str) -> Non
 
 
 def test_the_purge_command_depends_on_the_sqlite_version() -> None:
-    from memkeeper.storage.keywords import purge_command
+    from memkeeper.storage.sqlite.fts import purge_command
 
     assert purge_command((3, 40, 1)) == "rebuild"
     assert purge_command((3, 51, 1)) == "optimize"

@@ -24,7 +24,8 @@ from memkeeper.config import Config
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.maintenance.runner import run_once
 from memkeeper.maintenance.undo import undo_run
-from memkeeper.storage.sqlite.schema import HOT, MEMORY_COLUMNS
+from memkeeper.storage.columns import MEMORY_COLUMNS
+from memkeeper.storage.sqlite.schema import HOT
 
 DAY = timedelta(days=1)
 

@@ -34,7 +34,7 @@ from memkeeper.config import Config
 from memkeeper.records import Memory
 from memkeeper.scoring import rank_key, retention_score
 from memkeeper.storage.changelog import CHANGE_COLUMNS, image_of
-from memkeeper.storage.sqlite.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.columns import COLD_COLUMNS, MEMORY_COLUMNS
 from memkeeper.store import MemoryStore
 
 CHUNK = 5000

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.config import Config
-from memkeeper.storage.sqlite.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.columns import COLD_COLUMNS, MEMORY_COLUMNS
 from memkeeper.store import MemoryStore
 
 NOW = datetime(2027, 1, 1, 3, 0, tzinfo=UTC)

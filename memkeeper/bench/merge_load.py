@@ -33,7 +33,7 @@ from typing import Any
 from memkeeper.clock import to_db
 from memkeeper.config import Config
 from memkeeper.maintenance.runner import run_once
-from memkeeper.storage.sqlite.schema import MEMORY_COLUMNS
+from memkeeper.storage.columns import MEMORY_COLUMNS
 from memkeeper.storage.transaction import immediate_transaction
 from memkeeper.storage.vectors import embedding_text, pack, text_hash
 from memkeeper.store import MemoryStore

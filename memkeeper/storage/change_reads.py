@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from memkeeper.storage.changelog import CHANGE_FILTERS
-from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.handle import Handle
 
 
 def select_changes(
-    db: Database,
+    db: Handle,
     filters: Mapping[str, object],
     *,
     limit: int | None = None,
@@ -39,7 +39,7 @@ def select_changes(
     return list(db.query(sql, params))
 
 
-def changes_by_actor_after(db: Database, after: int, actor_prefix: str) -> list[tuple]:
+def changes_by_actor_after(db: Handle, after: int, actor_prefix: str) -> list[tuple]:
     """(id, at, action) of the rows after change ``after`` whose actor starts with
     ``actor_prefix`` (``agent:``), oldest first."""
     pattern = actor_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -20,12 +20,11 @@ images shrink to what ``explain`` prints (:mod:`memkeeper.storage.retention`).
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memkeeper.storage.sqlite.connection import Database
-from memkeeper.storage.sqlite.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.columns import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.handle import Handle
 
 CHANGE_FILTERS = ("memory_id", "run_id", "user_id", "namespace", "action")
 """The change-log columns a caller may filter on (each has an index)."""
@@ -46,7 +45,7 @@ CHANGE_COLUMNS = (
 )
 
 
-def image_of(row: sqlite3.Row | dict[str, Any]) -> dict[str, Any]:
+def image_of(row: Mapping[str, Any]) -> dict[str, Any]:
     """The canonical image of a stored memory row (hot or cold) as a plain dict."""
     data = dict(row)
     columns = COLD_COLUMNS if data.get("state") == "cold" else MEMORY_COLUMNS
@@ -94,7 +93,7 @@ def change_row(
     }
 
 
-def insert_changes(db: Database, rows: Iterable[dict[str, Any]]) -> int:
+def insert_changes(db: Handle, rows: Iterable[dict[str, Any]]) -> int:
     """Append change rows (the caller holds the transaction). Returns how many."""
     rows = list(rows)
     if rows:

@@ -3,40 +3,24 @@
 The storage layer turns the failures it expects into memkeeper's own errors, naming the
 database. Any other error of ``sqlite3`` or ``psycopg`` that escapes is worded here, so that
 only ``storage/`` knows the drivers (the import-linter contract "Only storage talks to a
-database driver") and the CLI still prints one line an operator can act on.
+database driver") and the CLI still prints one line an operator can act on. SQLite's words
+are in :mod:`memkeeper.storage.sqlite.errors`; PostgreSQL's are here, read off ``psycopg`` only
+once a PostgreSQL store has loaded it.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 
-from memkeeper.errors import EXIT_BUSY, EXIT_CANT_CREATE, EXIT_DATABASE
-
-_SQLITE_FULL = 13
-_SQLITE_READONLY = 8
-
-
-def _sqlite(exc: sqlite3.DatabaseError) -> tuple[str, int]:
-    primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    text = str(exc).lower()
-    if primary == _SQLITE_FULL or "disk is full" in text:
-        return f"the disk is full (SQLite: {exc}); free some space and run the command again", (
-            EXIT_CANT_CREATE
-        )
-    if primary == _SQLITE_READONLY or "readonly database" in text:
-        return (
-            f"the database is read-only for this user ({exc}): a permission problem; make it "
-            "writable, or run memkeeper as the user that owns it",
-            EXIT_CANT_CREATE,
-        )
-    return f"database error: {exc}", EXIT_DATABASE
+from memkeeper.errors import EXIT_BUSY, EXIT_DATABASE
+from memkeeper.storage.sqlite.errors import explain_sqlite, is_sqlite_operational
 
 
 def explain(exc: BaseException) -> tuple[str, int] | None:
     """One line and the exit code for a driver's error; None when ``exc`` is not one."""
-    if isinstance(exc, sqlite3.DatabaseError):
-        return _sqlite(exc)
+    worded = explain_sqlite(exc)
+    if worded is not None:
+        return worded
     psycopg = sys.modules.get("psycopg")  # loaded only when a PostgreSQL store was opened
     if psycopg is not None and isinstance(exc, psycopg.Error):
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -55,7 +39,7 @@ def explain(exc: BaseException) -> tuple[str, int] | None:
 def is_operational(exc: BaseException) -> bool:
     """Whether ``exc`` is a driver's operational failure (a full disk, an I/O error, a lost
     server): something an operator fixes, not a bug."""
-    if isinstance(exc, sqlite3.OperationalError):
+    if is_sqlite_operational(exc):
         return True
     psycopg = sys.modules.get("psycopg")
     return psycopg is not None and isinstance(exc, psycopg.OperationalError)

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.handle import Handle
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|'[^']*'|-?\d+(?:\.\d+)?|<=|>=|!=|<>|[=<>?(),])"
@@ -56,7 +56,7 @@ def portable(where: str) -> str:
 
 
 def select_batches(
-    db: Database,
+    db: Handle,
     table: str,
     where: str,
     params: Sequence[Any],
@@ -84,13 +84,13 @@ def select_batches(
         last = [rows[-1][order], rows[-1]["id"]]
 
 
-def count(db: Database, where: str, params: Sequence[Any]) -> int:
+def count(db: Handle, where: str, params: Sequence[Any]) -> int:
     """How many hot memories match ``where`` (through the same index the selection uses)."""
     row = db.execute(f"SELECT count(*) FROM memories WHERE {portable(where)}", params)
     return int(row.fetchone()[0])
 
 
-def ttl_overrides(db: Database) -> list[Any]:
+def ttl_overrides(db: Handle) -> list[Any]:
     """Every TTL some memory sets for itself (``ttl_days``), whatever its state.
 
     The state is left to the selection that follows: asking for it here made SQLite read
@@ -112,17 +112,17 @@ _GROUP = (
 )
 
 
-def over_cap_groups(db: Database, max_facts: int) -> list[dict[str, Any]]:
+def over_cap_groups(db: Handle, max_facts: int) -> list[dict[str, Any]]:
     """(user_id, namespace, n) of every owner with more than ``max_facts`` active facts."""
     return list(db.query(_OVER_CAP, [max_facts]))
 
 
-def active_facts(db: Database, user_id: str, namespace: str) -> list[dict[str, Any]]:
+def active_facts(db: Handle, user_id: str, namespace: str) -> list[dict[str, Any]]:
     """Every active fact of one (user, namespace), as images (pinned ones included)."""
     return [image_of(row) for row in db.query(_GROUP, [user_id, namespace])]
 
 
-def count_active_facts(db: Database, user_id: str, namespace: str) -> int:
+def count_active_facts(db: Handle, user_id: str, namespace: str) -> int:
     """How many active facts one (user, namespace) has (what the prune cap counts)."""
     (active,) = db.execute(
         "SELECT count(*) FROM memories WHERE user_id = ? AND namespace = ?"
@@ -147,7 +147,7 @@ _LATER = (
 
 
 def cold_retired_before(
-    cold: Database, after: tuple[str, int], before: str, size: int
+    cold: Handle, after: tuple[str, int], before: str, size: int
 ) -> list[dict[str, Any]]:
     """The next ``size`` cold rows retired before ``before``, after position ``after``.
 

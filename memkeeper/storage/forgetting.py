@@ -9,14 +9,15 @@ tombstones (:mod:`memkeeper.storage.tombstones`): the scope asked for (and, belo
 user, each erased id), so that a backup taken earlier can be pruned of the erased entries
 and nothing re-imports them. A forget by id of a keyed entry (fact, preference) also
 tombstones its key.
-Then :mod:`memkeeper.storage.sqlite.scrub` makes sure no byte of an erased text is left in
-either file or its write-ahead log, including stale copies in the unused space of live pages.
+Then, on SQLite (:mod:`memkeeper.storage.sqlite.erasure`), :mod:`memkeeper.storage.sqlite.scrub`
+makes sure no byte of an erased text is left in either file or its write-ahead log, including
+stale copies in the unused space of live pages.
 
 Forgetting something that is not there changes nothing: no change-log row, no tombstone.
 
 On PostgreSQL (:mod:`memkeeper.storage.postgres.forgetting`) the same rows
 (:func:`remove_rows`) go in one transaction, then the tables are vacuumed; the byte scrub,
-``pending_scrubs`` and its lock files below are SQLite's.
+``pending_scrubs`` and its lock files below are SQLite's (:mod:`memkeeper.storage.sqlite.erasure`).
 
 Retryable until no byte remains. The steps are: cold rows deleted (cold commit); hot rows,
 change-log rows, tombstone and a ``pending_scrubs`` row (hot commit); scrub; the
@@ -38,15 +39,12 @@ from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.storage import keywords, transitions
+from memkeeper.storage import transitions
 from memkeeper.storage.base import Storage
 from memkeeper.storage.batches import delete_in
 from memkeeper.storage.changelog import change_row, insert_changes
-from memkeeper.storage.sqlite import scrub_owners
-from memkeeper.storage.sqlite.scrub import needles_of, scrub
 from memkeeper.storage.tombstones import record as record_tombstone
 from memkeeper.storage.transaction import immediate_transaction
-from memkeeper.storage.transitions import reconcile
 from memkeeper.storage.uses import delete_uses
 from memkeeper.storage.vectors import delete_vectors
 
@@ -155,12 +153,9 @@ def erase(
         from memkeeper.storage.postgres.forgetting import erase as erase_on_server
 
         return erase_on_server(storage, selection, actor=actor, now=now, reason=reason)
-    held: dict[int, int | None] = {}  # pending_scrubs rows this call owns, with their locks
-    with storage.lock:
-        try:
-            return _erase(storage, selection, held, actor=actor, now=now, reason=reason)
-        finally:
-            scrub_owners.release(storage.hot_path, held)
+    from memkeeper.storage.sqlite.erasure import erase as erase_in_files  # it calls back here
+
+    return erase_in_files(storage, selection, actor=actor, now=now, reason=reason)
 
 
 @dataclass
@@ -260,55 +255,6 @@ def remove_rows(
     return removed
 
 
-def _erase(
-    storage: Storage,
-    selection: Selection,
-    held: dict[int, int | None],
-    *,
-    actor: str,
-    now: datetime,
-    reason: str,
-) -> dict[str, int]:
-    hot = storage.hot
-    with immediate_transaction(hot):
-        reconcile(storage)
-        pending = [row["id"] for row in hot.query("SELECT id FROM pending_scrubs")]
-        held.update(scrub_owners.claim_abandoned(storage.hot_path, pending))
-        interrupted = list(held)
-        removed = remove_rows(storage, selection, actor=actor, now=now, reason=reason)
-        conn = hot.conn
-        marker = None
-        if removed.anything or interrupted:
-            marker = conn.execute(
-                "INSERT INTO pending_scrubs (at) VALUES (?) RETURNING id", [to_db(now)]
-            ).fetchone()[0]
-            # Held before the row commits, released after it is deleted: others see a
-            # row whose owner is scrubbing, never one that looks abandoned.
-            held[marker] = scrub_owners.hold(storage.hot_path, marker)
-        transitions.step_hook("forget-hot-written")
-    transitions.step_hook("forget-hot-committed")
-    if marker is not None:
-        needles = None if interrupted else needles_of(removed.texts)
-        finish_scrub(storage, needles, [*interrupted, marker])
-    return removed.counts
-
-
-def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence[int]) -> None:
-    """Purge the keyword indexes' deleted trigrams, scrub both files (see
-    :mod:`~memkeeper.storage.sqlite.scrub`), then drop those markers."""
-    files = [(storage.hot, storage.hot_path, storage.hot_raw)]
-    cold = storage.cold(create=False)
-    if cold is not None:
-        files.append((cold, storage.cold_path, storage.cold_raw))
-    for (db, _path, _raw), table in zip(files, keywords.TABLES, strict=False):
-        with immediate_transaction(db):
-            keywords.purge_deleted(db, table)
-    scrub(files, needles, timeout_s=storage.busy_timeout_ms / 1000)
-    transitions.step_hook("forget-scrubbed")
-    with immediate_transaction(storage.hot):
-        delete_in(storage.hot.conn, "pending_scrubs", "id", markers)
-
-
 def finish_interrupted(storage: Storage) -> bool:
     """Rebuild both files if an erasure was interrupted after its commit. True if it was.
 
@@ -317,14 +263,6 @@ def finish_interrupted(storage: Storage) -> bool:
     """
     if storage.hot.dialect == "postgres":
         return False  # a PostgreSQL erasure has nothing left to finish after its commit
-    held: dict[int, int | None] = {}
-    with storage.lock:
-        try:
-            with immediate_transaction(storage.hot):
-                pending = [row["id"] for row in storage.hot.query("SELECT id FROM pending_scrubs")]
-                held.update(scrub_owners.claim_abandoned(storage.hot_path, pending))
-            if held:
-                finish_scrub(storage, None, list(held))
-            return bool(held)
-        finally:
-            scrub_owners.release(storage.hot_path, held)
+    from memkeeper.storage.sqlite.erasure import finish_interrupted as finish_in_files
+
+    return finish_in_files(storage)

@@ -23,9 +23,9 @@ from typing import Any
 
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage.base import Storage
+from memkeeper.storage.handle import Handle
 from memkeeper.storage.host import host_name
 from memkeeper.storage.postgres import retention as pg_retention
-from memkeeper.storage.sqlite.connection import Database
 from memkeeper.storage.transaction import immediate_transaction
 
 NO_MEMORY: frozenset[str] = frozenset()
@@ -73,7 +73,7 @@ def close_abandoned(storage: Storage, error: str, *, job: str | None = None) -> 
         return storage.hot.conn.execute(sql, params).rowcount
 
 
-def running_jobs(db: Database) -> list[str]:
+def running_jobs(db: Handle) -> list[str]:
     """The jobs with a run recorded ``running`` (live elsewhere, or left by a killed process)."""
     rows = db.query("SELECT DISTINCT job FROM job_runs WHERE status = 'running' ORDER BY job")
     return [row["job"] for row in rows]
@@ -98,19 +98,19 @@ def record_end(
         )
 
 
-def exists(db: Database, run_id: str) -> bool:
+def exists(db: Handle, run_id: str) -> bool:
     """Whether the job-runs table has run ``run_id``."""
     return db.execute("SELECT 1 FROM job_runs WHERE run_id = ?", [run_id]).fetchone() is not None
 
 
-def job_and_start(db: Database, run_id: str) -> tuple[str, datetime | None] | None:
+def job_and_start(db: Handle, run_id: str) -> tuple[str, datetime | None] | None:
     """Run ``run_id``'s job and start time; None when there is no such run."""
     row = db.execute("SELECT job, started_at FROM job_runs WHERE run_id = ?", [run_id]).fetchone()
     return (row[0], from_db(row[1])) if row else None
 
 
 def latest_covering(
-    db: Database, statuses: tuple[str, ...]
+    db: Handle, statuses: tuple[str, ...]
 ) -> list[tuple[str, datetime | None, datetime | None]]:
     """Per job, the latest start and scheduled time of its real runs with one of ``statuses``.
 
@@ -126,7 +126,7 @@ def latest_covering(
     ]
 
 
-def last_ok_counts(db: Database, job: str) -> tuple[str, str | None] | None:
+def last_ok_counts(db: Handle, job: str) -> tuple[str, str | None] | None:
     """The run id and counts (JSON text) of ``job``'s latest ``ok`` run, if it had one."""
     row = db.execute(
         "SELECT run_id, counts FROM job_runs WHERE job = ? AND status = 'ok'"
@@ -136,7 +136,7 @@ def last_ok_counts(db: Database, job: str) -> tuple[str, str | None] | None:
     return (row[0], row[1]) if row else None
 
 
-def retain_thinned_through(db: Database) -> int:
+def retain_thinned_through(db: Handle) -> int:
     """The highest ``thinned_through`` any ``retain`` run recorded in its stats (0: none)."""
     if db.dialect == "postgres":
         row = db.execute(pg_retention.THINNED_THROUGH).fetchone()
@@ -148,7 +148,7 @@ def retain_thinned_through(db: Database) -> int:
     return int(row[0] or 0)
 
 
-def recent(db: Database, job: str | None, limit: int) -> list[dict[str, Any]]:
+def recent(db: Handle, job: str | None, limit: int) -> list[dict[str, Any]]:
     """The newest ``limit`` runs (of ``job``, if given), newest first."""
     sql = "SELECT * FROM job_runs"
     params: list[Any] = []
@@ -160,7 +160,7 @@ def recent(db: Database, job: str | None, limit: int) -> list[dict[str, Any]]:
     return list(db.query(sql, params))
 
 
-def last_of_each_job(db: Database) -> list[dict[str, Any]]:
+def last_of_each_job(db: Handle) -> list[dict[str, Any]]:
     """Each job's latest run, by job name."""
     return list(
         db.query(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.handle import Handle
 
 Pair = tuple[str, str]
 
@@ -37,20 +37,20 @@ _CHANGED_PAIRS = """
 """
 
 
-def watermark(db: Database) -> tuple[int, int]:
+def watermark(db: Handle) -> tuple[int, int]:
     """The highest change-log id and vector rowid now (0 for an empty table)."""
     change = db.execute("SELECT coalesce(max(id), 0) FROM changes").fetchone()[0]
     vector = db.execute("SELECT coalesce(max(rowid), 0) FROM vectors").fetchone()[0]
     return int(change), int(vector)
 
 
-def all_pairs(db: Database) -> list[Pair]:
+def all_pairs(db: Handle) -> list[Pair]:
     """Every (user, namespace) with at least two mergeable entries."""
     rows = db.execute(_ALL_PAIRS).fetchall()
     return [(row[0], row[1] or "") for row in rows]
 
 
-def changed_pairs(db: Database, *, change_id: int, vector_rowid: int, run_id: str) -> list[Pair]:
+def changed_pairs(db: Handle, *, change_id: int, vector_rowid: int, run_id: str) -> list[Pair]:
     """The (user, namespace) pairs with a change-log row after ``change_id`` (except run
     ``run_id``'s own) or a vector stored after ``vector_rowid``."""
     rows = db.execute(
@@ -59,7 +59,7 @@ def changed_pairs(db: Database, *, change_id: int, vector_rowid: int, run_id: st
     return [(row[0], row[1] or "") for row in rows]
 
 
-def mergeable_entries(db: Database, user_id: str, namespace: str) -> list[dict[str, Any]]:
+def mergeable_entries(db: Handle, user_id: str, namespace: str) -> list[dict[str, Any]]:
     """One (user, namespace)'s mergeable entries, as images, in id order."""
     rows = db.query(
         f"SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND {MERGEABLE} ORDER BY id",

@@ -21,13 +21,13 @@ from typing import Any
 from memkeeper.clock import to_db
 from memkeeper.storage.base import Storage
 from memkeeper.storage.batches import chunks, placeholders
-from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.handle import Handle
 from memkeeper.storage.transaction import immediate_transaction
 
 _SUMMARIZED_BEFORE = "summarized_at IS NOT NULL AND summarized_at < ?"
 
 
-def due_sessions(db: Database, max_messages: int) -> list[dict[str, Any]]:
+def due_sessions(db: Handle, max_messages: int) -> list[dict[str, Any]]:
     """Sessions with more than ``max_messages`` unsummarized messages, longest waiting first.
 
     Rows of ``user_id``, ``namespace``, ``session_id``, ``n`` (unsummarized) and ``first``
@@ -43,7 +43,7 @@ def due_sessions(db: Database, max_messages: int) -> list[dict[str, Any]]:
     )
 
 
-def unsummarized(db: Database, user_id: str, namespace: str, session_id: str) -> list[dict]:
+def unsummarized(db: Handle, user_id: str, namespace: str, session_id: str) -> list[dict]:
     """A session's unsummarized messages (id, role, content, created_at), oldest first."""
     return list(
         db.query(
@@ -56,7 +56,7 @@ def unsummarized(db: Database, user_id: str, namespace: str, session_id: str) ->
 
 
 def oldest_unsummarized_ids(
-    db: Database, user_id: str, namespace: str, session_id: str, count: int
+    db: Handle, user_id: str, namespace: str, session_id: str, count: int
 ) -> list[int]:
     """The ids of a session's ``count`` oldest unsummarized messages."""
     return [
@@ -69,7 +69,7 @@ def oldest_unsummarized_ids(
     ]
 
 
-def count_unsummarized(db: Database, ids: Sequence[int]) -> int:
+def count_unsummarized(db: Handle, ids: Sequence[int]) -> int:
     """How many of the messages ``ids`` are still unsummarized (a commit's re-check)."""
     still = 0
     for part in chunks(list(ids)):
@@ -81,7 +81,7 @@ def count_unsummarized(db: Database, ids: Sequence[int]) -> int:
     return still
 
 
-def mark_summarized(db: Database, ids: Sequence[int], summary_id: str, now: datetime) -> None:
+def mark_summarized(db: Handle, ids: Sequence[int], summary_id: str, now: datetime) -> None:
     """Mark the still unsummarized of ``ids`` as covered by note ``summary_id`` at ``now``.
 
     Runs in the caller's transaction: the marks commit with the note that covers them.
@@ -95,7 +95,7 @@ def mark_summarized(db: Database, ids: Sequence[int], summary_id: str, now: date
         )
 
 
-def unmark_summarized(db: Database, summary_id: str) -> None:
+def unmark_summarized(db: Handle, summary_id: str) -> None:
     """Return the messages note ``summary_id`` covered to the history (undo of a summary).
 
     Runs in the caller's transaction: the messages come back with the note's removal.
@@ -106,7 +106,7 @@ def unmark_summarized(db: Database, summary_id: str) -> None:
     )
 
 
-def session_exists(db: Database, user_id: str, namespace: str, session_id: str) -> bool:
+def session_exists(db: Handle, user_id: str, namespace: str, session_id: str) -> bool:
     """Whether the session has any message at all, summarized or not."""
     row = db.execute(
         "SELECT 1 FROM messages WHERE user_id = ? AND namespace = ? AND session_id = ? LIMIT 1",
@@ -115,7 +115,7 @@ def session_exists(db: Database, user_id: str, namespace: str, session_id: str) 
     return row is not None
 
 
-def count_summarized_before(db: Database, cutoff: datetime) -> int:
+def count_summarized_before(db: Handle, cutoff: datetime) -> int:
     """How many messages were summarized before ``cutoff`` (what retention would delete)."""
     row = db.execute(f"SELECT count(*) FROM messages WHERE {_SUMMARIZED_BEFORE}", [to_db(cutoff)])
     return row.fetchone()[0]

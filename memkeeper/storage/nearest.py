@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.handle import Handle
 from memkeeper.storage.vectors import CURRENT_STATES
 
 
@@ -32,13 +32,13 @@ class Nearest:
     top: list[tuple[str, float]]
 
 
-def ranks_in_database(db: Database) -> bool:
+def ranks_in_database(db: Handle) -> bool:
     """Whether the database computes a user's vector list itself (:func:`nearest_entries`:
     PostgreSQL, pgvector) instead of search ranking :func:`user_vectors` with numpy."""
     return getattr(db, "dialect", "sqlite") == "postgres"
 
 
-def user_has_vectors(db: Database, *, user_id: str, model: str, dims: int) -> bool:
+def user_has_vectors(db: Handle, *, user_id: str, model: str, dims: int) -> bool:
     """Whether the user has any vector of this model and dimension in pgvector form (a
     cheap look before the query is embedded). PostgreSQL only."""
     found = db.conn.execute(
@@ -50,7 +50,7 @@ def user_has_vectors(db: Database, *, user_id: str, model: str, dims: int) -> bo
 
 
 def nearest_entries(
-    db: Database,
+    db: Handle,
     *,
     user_id: str,
     namespaces: Sequence[str],

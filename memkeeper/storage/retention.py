@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from memkeeper.storage.batches import chunks, placeholders
+from memkeeper.storage.handle import Handle
 from memkeeper.storage.postgres import retention as pg_retention
-from memkeeper.storage.sqlite.connection import Database
 from memkeeper.storage.transaction import immediate_transaction
 
 THINNED = "thinned"
@@ -70,12 +70,12 @@ _PG_THIN_SQL = _thin_sql(
 )
 
 
-def _is_thinned(db: Database) -> str:
+def _is_thinned(db: Handle) -> str:
     """The "this row is thinned" expression in ``db``'s dialect."""
     return pg_retention.IS_THINNED if db.dialect == "postgres" else _IS_THINNED
 
 
-def scan_changes(db: Database, after_id: int, limit: int) -> list[dict[str, Any]]:
+def scan_changes(db: Handle, after_id: int, limit: int) -> list[dict[str, Any]]:
     """The next ``limit`` change-log rows after ``after_id``, in id order, as retention sees
     them: ``id, at, run_id, action``, ``bare`` (no image) and ``thinned``."""
     return [
@@ -89,7 +89,7 @@ def scan_changes(db: Database, after_id: int, limit: int) -> list[dict[str, Any]
     ]
 
 
-def thin_changes(db: Database, ids: Sequence[int]) -> int:
+def thin_changes(db: Handle, ids: Sequence[int]) -> int:
     """Thin these change-log rows in one short write transaction; returns how many changed.
 
     Re-checks each row in the statement itself: a tombstone, a row without images or one
@@ -104,7 +104,7 @@ def thin_changes(db: Database, ids: Sequence[int]) -> int:
     return changed
 
 
-def run_is_thinned(db: Database, run_id: str) -> bool:
+def run_is_thinned(db: Handle, run_id: str) -> bool:
     """Whether any change-log row of this run was thinned (so it can no longer be undone)."""
     row = db.execute(
         f"SELECT 1 FROM changes WHERE run_id = ? AND {_is_thinned(db)} IS NOT NULL LIMIT 1",

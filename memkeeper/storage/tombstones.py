@@ -26,17 +26,20 @@ memory would come back with the next restore. Rows are tiny and never deleted.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import from_db, to_db
-from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.handle import Handle
 
 SCOPES = ("memory", "key", "user")
 _ARITY = {"memory": 1, "key": 3, "user": 1}
 _SEPARATOR = "\x1f"
+
+Connection = Any
+"""A driver's connection (``sqlite3``'s on SQLite) or a :data:`Handle`: the functions below
+take either (an erasure passes its handle's ``conn``, inside its own transaction)."""
 
 
 @dataclass(frozen=True)
@@ -62,13 +65,11 @@ def digest_of(scope: str, *parts: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _connection(conn: sqlite3.Connection | Database | Any) -> sqlite3.Connection:
-    return conn.conn if isinstance(conn, Database) else conn
+def _connection(conn: Connection | Handle) -> Connection:
+    return conn.conn if isinstance(conn, Handle) else conn
 
 
-def record(
-    conn: sqlite3.Connection | Database, scope: str, parts: tuple[str, ...], now: datetime
-) -> None:
+def record(conn: Connection | Handle, scope: str, parts: tuple[str, ...], now: datetime) -> None:
     """Insert one tombstone inside the caller's open transaction (it commits with the erasure)."""
     _connection(conn).execute(
         "INSERT INTO tombstones (scope, digest, erased_at) VALUES (?, ?, ?)",
@@ -76,7 +77,7 @@ def record(
     )
 
 
-def is_tombstoned(conn: sqlite3.Connection | Database, scope: str, parts: tuple[str, ...]) -> bool:
+def is_tombstoned(conn: Connection | Handle, scope: str, parts: tuple[str, ...]) -> bool:
     """True when an erasure of exactly this scope and identity was recorded."""
     row = (
         _connection(conn)
@@ -89,9 +90,7 @@ def is_tombstoned(conn: sqlite3.Connection | Database, scope: str, parts: tuple[
     return row is not None
 
 
-def erased_at(
-    conn: sqlite3.Connection | Database, scope: str, parts: tuple[str, ...]
-) -> datetime | None:
+def erased_at(conn: Connection | Handle, scope: str, parts: tuple[str, ...]) -> datetime | None:
     """When this scope and identity was last erased (None: never)."""
     row = (
         _connection(conn)
@@ -104,7 +103,7 @@ def erased_at(
     return from_db(row[0]) if row and row[0] else None
 
 
-def since(conn: sqlite3.Connection | Database, after: datetime | None) -> list[Tombstone]:
+def since(conn: Connection | Handle, after: datetime | None) -> list[Tombstone]:
     """Tombstones recorded after ``after`` (all of them for None), oldest first."""
     sql = "SELECT scope, digest, erased_at FROM tombstones"
     params: list[Any] = []
@@ -121,7 +120,7 @@ def _tombstone(row: tuple[str, str, str]) -> Tombstone:
     return Tombstone(row[0], row[1], erased_at)
 
 
-def copy_in(conn: sqlite3.Connection | Database, tombstones: list[Tombstone]) -> None:
+def copy_in(conn: Connection | Handle, tombstones: list[Tombstone]) -> None:
     """Insert tombstones recorded elsewhere (another copy of the database), inside the
     caller's transaction, keeping their digests and times."""
     _connection(conn).executemany(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memkeeper.storage.base import Storage
 from memkeeper.storage.batches import delete_in
-from memkeeper.storage.sqlite.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.columns import COLD_COLUMNS, MEMORY_COLUMNS
 from memkeeper.storage.transaction import immediate_transaction
 
 if TYPE_CHECKING:

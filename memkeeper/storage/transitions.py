@@ -49,7 +49,7 @@ from memkeeper.clock import to_db
 from memkeeper.storage.base import Storage
 from memkeeper.storage.batches import chunks, delete_in, placeholders
 from memkeeper.storage.changelog import change_row, insert_changes
-from memkeeper.storage.sqlite.schema import MEMORY_COLUMNS
+from memkeeper.storage.columns import MEMORY_COLUMNS
 from memkeeper.storage.transaction import immediate_transaction
 from memkeeper.storage.transition_writes import clear_cold, one_round_trip, write_cold, write_hot
 

@@ -41,7 +41,7 @@ from typing import Any
 from memkeeper.clock import from_db, to_db
 from memkeeper.storage.batches import delete_in, placeholders
 from memkeeper.storage.changelog import image_of
-from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.handle import Handle
 from memkeeper.storage.transitions import Image, used_image
 
 _UPSERT_MANY = (
@@ -58,7 +58,7 @@ _UPSERT = (
 )
 
 
-def _with_the_commit(db: Database) -> contextlib.AbstractContextManager[Any]:
+def _with_the_commit(db: Handle) -> contextlib.AbstractContextManager[Any]:
     """A use's writes read nothing back: on PostgreSQL they go to the server with the
     caller's next statement, its ``COMMIT`` at the latest, in that round trip
     (:func:`memkeeper.storage.postgres.round_trips.sent_with_next`); SQLite has no round
@@ -98,7 +98,7 @@ def stamp_of(day: str, time_of_day: str) -> str:
     return f"{day}T{time_of_day}+00:00"
 
 
-def mark_used(db: Database, image: Image, now: datetime) -> Image:
+def mark_used(db: Handle, image: Image, now: datetime) -> Image:
     """Record a use of the hot entry ``image`` at ``now``; returns its new image.
 
     The caller holds the write transaction in which it read ``image``.
@@ -168,7 +168,7 @@ def mark_in_one_trip(
     ]
 
 
-def record_uses(db: Database, batch: Sequence[tuple[Image, Sequence[datetime]]]) -> None:
+def record_uses(db: Handle, batch: Sequence[tuple[Image, Sequence[datetime]]]) -> None:
     """Record many uses at once (the caller holds the write transaction): for each hot
     entry's current ``image``, its uses at these moments, exactly as that many
     :func:`mark_used` calls would leave the row and the ``uses`` table — one ``UPDATE`` per
@@ -205,7 +205,7 @@ def record_uses(db: Database, batch: Sequence[tuple[Image, Sequence[datetime]]])
         db.conn.executemany(_UPSERT_MANY, list(days.values()))
 
 
-def uses_of(db: Database, memory_id: str) -> list[UseDay]:
+def uses_of(db: Handle, memory_id: str) -> list[UseDay]:
     """The entry's uses, one row per day, oldest first."""
     return [
         UseDay.from_row(row)
@@ -216,7 +216,7 @@ def uses_of(db: Database, memory_id: str) -> list[UseDay]:
     ]
 
 
-def delete_uses(db: Database, memory_ids: Sequence[str]) -> int:
+def delete_uses(db: Handle, memory_ids: Sequence[str]) -> int:
     """Delete the uses of these entries (the caller holds the transaction), and any this
     process holds buffered (:mod:`memkeeper.storage.use_buffer`): an erased entry leaves no
     use behind. Returns rows."""

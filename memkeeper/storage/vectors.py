@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memkeeper.storage.batches import chunks, delete_in, placeholders
-from memkeeper.storage.sqlite.connection import Database
+from memkeeper.storage.handle import Handle
 from memkeeper.storage.transaction import immediate_transaction
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def _entry_hash(kind: str, key: str | None, value: str) -> str:
     return text_hash(embedding_text(kind, key, value))
 
 
-def stale_entries(db: Database, *, model: str, dims: int, limit: int) -> list[tuple[str, str]]:
+def stale_entries(db: Handle, *, model: str, dims: int, limit: int) -> list[tuple[str, str]]:
     """Up to ``limit`` current hot entries whose vector is missing or stale: (id, text).
 
     Stale: of another model or dimension, or embedded from another text than the entry's
@@ -111,7 +111,7 @@ VectorRow = tuple[str, str, int, str, Any]
 """(memory_id, model, dims, value_hash, vector) — the vector as numpy or packed bytes."""
 
 
-def store_vectors(db: Database, rows: Iterable[VectorRow]) -> int:
+def store_vectors(db: Handle, rows: Iterable[VectorRow]) -> int:
     """Upsert vectors in one short write transaction; returns how many were written.
 
     A row whose entry no longer exists in the hot file (erased or moved meanwhile) is not
@@ -153,7 +153,7 @@ EMBEDDINGS_FILLED_PER_RUN = 20_000
 """Vectors given their pgvector form per index run on PostgreSQL (:func:`prepare_index`)."""
 
 
-def prepare_index(db: Database, *, model: str, dims: int) -> int:
+def prepare_index(db: Handle, *, model: str, dims: int) -> int:
     """Before the index job embeds: on PostgreSQL, the HNSW index of ``model`` at ``dims``
     (created once) and the pgvector form of vectors written without it (``migrate-to``);
     how many were filled. Nothing on SQLite. The caller holds the storage lock."""
@@ -172,13 +172,13 @@ def prepare_index(db: Database, *, model: str, dims: int) -> int:
     return pg_vectors.fill_embeddings(db, EMBEDDINGS_FILLED_PER_RUN)
 
 
-def has_vectors(db: Database) -> bool:
+def has_vectors(db: Handle) -> bool:
     """Whether the file holds any vector at all (a cheap look, without numpy)."""
     return db.conn.execute("SELECT max(rowid) FROM vectors").fetchone()[0] is not None
 
 
 def user_vectors(
-    db: Database,
+    db: Handle,
     *,
     user_id: str,
     namespaces: Sequence[str],
@@ -248,7 +248,7 @@ def user_vectors(
 
 
 def _still_valid(
-    db: Database, cached: _Vectors, current: list[tuple[str, str]], model: str, dims: int
+    db: Handle, cached: _Vectors, current: list[tuple[str, str]], model: str, dims: int
 ) -> bool:
     """Whether ``cached`` holds every current vector of these entries: each was looked at
     when it was read, none was re-embedded since (its text hash), and none of those that
@@ -288,12 +288,12 @@ CACHE_USERS = 32
 """Users whose vectors each open database keeps in memory (see :func:`user_vectors`)."""
 
 _cache_lock = threading.Lock()
-_caches: weakref.WeakKeyDictionary[Database, OrderedDict[tuple[Any, ...], _Vectors]] = (
+_caches: weakref.WeakKeyDictionary[Handle, OrderedDict[tuple[Any, ...], _Vectors]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _cached(db: Database, key: tuple[Any, ...], generation: int) -> _Vectors | None:
+def _cached(db: Handle, key: tuple[Any, ...], generation: int) -> _Vectors | None:
     with _cache_lock:
         users = _caches.get(db)
         found = users.get(key) if users is not None else None
@@ -303,7 +303,7 @@ def _cached(db: Database, key: tuple[Any, ...], generation: int) -> _Vectors | N
         return found
 
 
-def _remember(db: Database, key: tuple[Any, ...], vectors: _Vectors) -> None:
+def _remember(db: Handle, key: tuple[Any, ...], vectors: _Vectors) -> None:
     with _cache_lock:
         users = _caches.setdefault(db, OrderedDict())
         users[key] = vectors
@@ -312,7 +312,7 @@ def _remember(db: Database, key: tuple[Any, ...], vectors: _Vectors) -> None:
 
 
 def _read_vectors(
-    db: Database, memory_ids: list[str], model: str, dims: int, generation: int
+    db: Handle, memory_ids: list[str], model: str, dims: int, generation: int
 ) -> _Vectors:
     """These entries' vectors of this model and dimension (blobs of another size skipped)."""
     # Not "the caller's text hash": an entry whose text changed has a stale vector, which
@@ -336,12 +336,12 @@ def _read_vectors(
     return _Vectors(generation, frozenset(memory_ids), hashes, rows, matrix)
 
 
-def delete_vectors(db: Database, memory_ids: Sequence[str]) -> int:
+def delete_vectors(db: Handle, memory_ids: Sequence[str]) -> int:
     """Delete the vectors of these entries (the caller holds the transaction). Returns rows."""
     return delete_in(db.conn, "vectors", "memory_id", memory_ids)
 
 
-def vector_count(db: Database, *, model: str | None = None, dims: int | None = None) -> int:
+def vector_count(db: Handle, *, model: str | None = None, dims: int | None = None) -> int:
     """How many vectors are stored (of this model and dimension, when given)."""
     sql, params = "SELECT count(*) FROM vectors WHERE 1 = 1", []
     if model is not None:

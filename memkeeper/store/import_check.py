@@ -21,7 +21,7 @@ from memkeeper.clock import parse_time, to_db
 from memkeeper.config import LimitsSection
 from memkeeper.errors import ImportFileError, InputFileMissing, InvalidInput
 from memkeeper.records import KEYED_KINDS, STATES
-from memkeeper.storage.sqlite.schema import COLD_COLUMNS, MEMORY_COLUMNS
+from memkeeper.storage.columns import COLD_COLUMNS, MEMORY_COLUMNS
 from memkeeper.storage.transitions import Image, with_changes
 
 _TIME_FIELDS = ("created_at", "updated_at", "last_accessed_at", "state_since", "retired_at")

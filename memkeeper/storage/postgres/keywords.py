@@ -1,7 +1,7 @@
 """Keyword candidates on PostgreSQL: pg_trgm over the generated ``search_text``.
 
 SQLite finds a large user's candidates through FTS5's trigram index
-(:mod:`memkeeper.storage.keywords`): rows whose key or value contains a query pattern of
+(:mod:`memkeeper.storage.sqlite.fts`): rows whose key or value contains a query pattern of
 three characters or more, as a substring, case-insensitively. PostgreSQL has no FTS5; its
 counterpart is pg_trgm: ``search_text ILIKE '%pattern%'`` over the GIN trigram index of
 ``search_text`` (``COALESCE(key, '') || ' ' || value``, a generated column, so it is in step

@@ -6,6 +6,8 @@ import contextlib
 import sqlite3
 
 from memkeeper.errors import (
+    EXIT_CANT_CREATE,
+    EXIT_DATABASE,
     DatabaseError,
     LockBusy,
     MemkeeperError,
@@ -60,3 +62,32 @@ def translate_error(exc: sqlite3.Error, db: Database) -> MemkeeperError | None:
     if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
         return DatabaseError(f"writing {path} failed: {exc}; nothing was changed")
     return None
+
+
+_SQLITE_FULL = 13
+_SQLITE_READONLY = 8
+
+
+def explain_sqlite(exc: BaseException) -> tuple[str, int] | None:
+    """One line and the exit code for a ``sqlite3`` error that reached the command line
+    untranslated (:func:`memkeeper.storage.driver_errors.explain`); None for any other."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    text = str(exc).lower()
+    if primary == _SQLITE_FULL or "disk is full" in text:
+        return f"the disk is full (SQLite: {exc}); free some space and run the command again", (
+            EXIT_CANT_CREATE
+        )
+    if primary == _SQLITE_READONLY or "readonly database" in text:
+        return (
+            f"the database is read-only for this user ({exc}): a permission problem; make it "
+            "writable, or run memkeeper as the user that owns it",
+            EXIT_CANT_CREATE,
+        )
+    return f"database error: {exc}", EXIT_DATABASE
+
+
+def is_sqlite_operational(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's operational failure (a full disk, an I/O error)."""
+    return isinstance(exc, sqlite3.OperationalError)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memkeeper.storage.keywords import create_index
+from memkeeper.storage.sqlite.fts import create_index
 from memkeeper.storage.sqlite.opening import FileKind
 from memkeeper.storage.sqlite.space import convert_to_incremental
 from memkeeper.storage.sqlite.steps import Steps
@@ -34,28 +34,7 @@ if TYPE_CHECKING:  # a step is given the file as sqlite-utils' Database (its Mig
 HOT_APPLICATION_ID = 0x4D4B4844  # "MKHD"
 COLD_APPLICATION_ID = 0x4D4B434C  # "MKCL"
 
-# The columns of a memory image, in storage order. Hot rows have all but the cold-only ones.
-MEMORY_COLUMNS = (
-    "id",
-    "user_id",
-    "namespace",
-    "kind",
-    "key",
-    "value",
-    "source",
-    "confidence",
-    "state",
-    "pinned",
-    "ttl_days",
-    "created_at",
-    "updated_at",
-    "last_accessed_at",
-    "access_count",
-    "state_since",
-    "last_used_at",
-)
-COLD_ONLY_COLUMNS = ("cold_reason", "retired_at")
-COLD_COLUMNS = MEMORY_COLUMNS + COLD_ONLY_COLUMNS
+# The columns of a memory image: memkeeper.storage.columns (both backends hold them).
 
 hot_migrations = Steps("memkeeper")
 cold_migrations = Steps("memkeeper-cold")
@@ -237,7 +216,7 @@ def _hot_fewer_indexes(db: Database) -> None:
 
 @_step(hot_migrations, _HOT_STEPS, "0006_keywords")
 def _hot_keywords(db: Database) -> None:
-    # FTS5 (trigram) over key and value, kept in step by triggers (memkeeper.storage.keywords).
+    # FTS5 (trigram) over key and value, kept in step by triggers (memkeeper.storage.sqlite.fts).
     create_index(db, "memories")
 
 
