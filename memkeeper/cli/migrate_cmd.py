@@ -55,7 +55,7 @@ def migrate_to_command(app: App, url: str, no_vectors: bool, sample: int, as_jso
     """
     if not is_database_url(url):
         raise click.BadParameter("must be a postgresql:// URL", param_hint="URL")
-    from memkeeper.storage.postgres.migrate_to import copy_memory, left_as_found, sample_ids
+    from memkeeper.storage.postgres.migrate_to import copy_memory, sample_ids
 
     source = app.store(create=False)
     if source.storage.one_database:
@@ -63,29 +63,25 @@ def migrate_to_command(app: App, url: str, no_vectors: bool, sample: int, as_jso
             "the memory to copy (--db, MEMKEEPER_DB or the config) is already on PostgreSQL: "
             "migrate-to copies a SQLite memory"
         )
-    timeout = app.config.database.connect_timeout_s
-    # Opening the target creates memkeeper's schema there; a copy that does not commit
-    # drops it again (the target is left as it was found).
-    with left_as_found(url, connect_timeout=timeout):
-        target = app.store(db=url)
-        try:
-            ids = sample_ids(source.storage, sample)
+    ids = sample_ids(source.storage, sample)
+    # Opening the target creates memkeeper's schema there (in one transaction: a failed
+    # opening leaves nothing); a copy that does not commit drops it again itself.
+    target = app.store(db=url)
 
-            def verify() -> None:
-                differ = [i for i in ids if _explanation(source, i) != _explanation(target, i)]
-                if differ:
-                    raise MigrationMismatch(
-                        f"the explanations of {len(differ)} of {len(ids)} sampled memories "
-                        f"differ between the databases (first: {differ[0]}); the copy was "
-                        "rolled back"
-                    )
-
-            counts = copy_memory(
-                source.storage, target.storage, vectors=not no_vectors, verify=verify
+    def verify() -> None:
+        differ = [i for i in ids if _explanation(source, i) != _explanation(target, i)]
+        if differ:
+            raise MigrationMismatch(
+                f"the explanations of {len(differ)} of {len(ids)} sampled memories "
+                f"differ between the databases (first: {differ[0]}); the copy was "
+                "rolled back"
             )
-        except BaseException:
-            target.close()  # its connections go before the schema is dropped
-            raise
+
+    try:
+        counts = copy_memory(source.storage, target.storage, vectors=not no_vectors, verify=verify)
+    except BaseException:
+        target.close()  # its schema is gone: the store is of no further use
+        raise
     where = target.storage.hot_path  # the URL with its password masked
     if as_json:
         print_json(

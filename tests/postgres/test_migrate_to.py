@@ -146,7 +146,8 @@ def test_a_failed_check_rolls_the_whole_copy_back(tmp_path: Path, pg_database: s
         pytest.raises(RuntimeError, match="a check failed"),
     ):
         copy_memory(source.storage, target.storage, verify=refuse)
-    assert set(counts(pg_database).values()) == {0}
+    # Nothing kept, and not even the schema that opening the target created.
+    assert "memkeeper" not in what_the_database_holds(pg_database)["schemas"]
 
 
 @pytest.mark.parametrize(
@@ -265,3 +266,57 @@ def test_a_migrate_to_that_rolls_back_leaves_the_target_as_it_found_it(
         conn.close()
     code, _, err = run_cli(capsys, "--db", str(db), "migrate-to", pg_database)
     assert (code, err) == (0, "")
+
+
+@pytest.mark.parametrize("premade", [False, True], ids=["new-schema", "empty-schema"])
+def test_a_library_copy_that_fails_midway_leaves_the_target_as_it_found_it(
+    tmp_path: Path,
+    pg_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    premade: bool,
+) -> None:
+    """Issue 22: copy_memory itself, not only the CLI, takes away what opening the target
+    created (the schema or its tables, the extensions) when the copy fails after some tables
+    went in; what else the database holds (another schema, a table of public) is untouched."""
+    from memkeeper.storage.postgres import migrate_to
+
+    db = tmp_path / "memory.db"
+    filled_sqlite(db)
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA other_app")
+        conn.execute("CREATE TABLE other_app.orders (id int PRIMARY KEY, item text)")
+        conn.execute("INSERT INTO other_app.orders VALUES (1, 'tea'), (2, 'cake')")
+        conn.execute("CREATE TABLE public.notes (body text)")
+        conn.execute("INSERT INTO public.notes VALUES ('keep me')")
+        if premade:  # made by its owner for memkeeper, empty: stays, emptied again
+            conn.execute("CREATE SCHEMA memkeeper")
+    before = what_the_database_holds(pg_database)
+    copied: list[str] = []
+    real_copy_table = migrate_to._copy_table
+
+    def copy_then_fail(db_: object, pg: object, table: str) -> None:
+        real_copy_table(db_, pg, table)  # type: ignore[arg-type]
+        copied.append(table)
+        if len(copied) == 3:
+            raise psycopg.errors.QueryCanceled("canceling statement due to user request")
+
+    monkeypatch.setattr(migrate_to, "_copy_table", copy_then_fail)
+    with MemoryStore(db) as source, MemoryStore(pg_database) as target:
+        assert "memkeeper.memories" in what_the_database_holds(pg_database)["tables"]
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            migrate_to.copy_memory(source.storage, target.storage)
+        assert len(copied) == 3  # rows of three tables were in when it failed
+        assert what_the_database_holds(pg_database) == before
+    assert what_the_database_holds(pg_database) == before
+    assert ("memkeeper" in before["schemas"]) is premade
+    with psycopg.connect(pg_database) as conn:
+        assert conn.execute("SELECT id, item FROM other_app.orders ORDER BY id").fetchall() == [
+            (1, "tea"),
+            (2, "cake"),
+        ]
+        assert conn.execute("SELECT body FROM public.notes").fetchall() == [("keep me",)]
+    # ...and the same target then takes the copy.
+    monkeypatch.undo()
+    with MemoryStore(db) as source, MemoryStore(pg_database) as target:
+        result = migrate_to.copy_memory(source.storage, target.storage)
+    assert all(a == b for a, b in result.values()) and result["memories"][0] > 0

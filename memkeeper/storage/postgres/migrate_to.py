@@ -20,10 +20,12 @@ PostgreSQL schema in ONE transaction, so the target holds either all of it or no
   rolls everything back.
 
 Opening the target creates memkeeper's schema (and the extensions it needs) before the copy
-begins, each in a transaction of its own. :func:`left_as_found` undoes that when the copy
-does not commit (a refused source, a mismatch, a failed check, any error): what the target
-did not hold before, the schema, its tables, the extensions, is dropped again, so a failed
-``migrate-to`` leaves the target as it found it.
+begins, in a transaction of its own. When the copy does not commit (a refused source, a
+mismatch, a failed check, any error), :func:`copy_memory` itself drops again what the target
+did not hold when it was opened (the schema, its tables, the extensions:
+:mod:`memkeeper.storage.postgres.as_found`), so a failed copy, called from the library or by
+``migrate-to``, leaves the target as it found it; the target store is then of no further use
+and is closed by its caller.
 
 What is not copied is SQLite's own bookkeeping: ``pending_scrubs`` (byte-level erasure of
 the file's free pages) and ``moves_in_flight`` (the two-file move protocol, settled first).
@@ -34,22 +36,17 @@ ranking reads on both backends).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import psycopg
 from psycopg import sql
 
 from memkeeper.errors import MigrationMismatch, TargetNotEmpty
 from memkeeper.logs import get_logger
 from memkeeper.storage.base import Storage
+from memkeeper.storage.postgres.as_found import drop_created
 from memkeeper.storage.postgres.database import PostgresDatabase
-from memkeeper.storage.postgres.ddl import EXTENSIONS
-from memkeeper.storage.postgres.pool import DEFAULT_CONNECT_TIMEOUT, connect
-from memkeeper.storage.postgres.schema import DEFAULT_SCHEMA
-from memkeeper.storage.postgres.url import parse_url
+from memkeeper.storage.postgres.pool import connect
 from memkeeper.storage.transaction import immediate_transaction
 from memkeeper.storage.transitions import reconcile
 
@@ -91,10 +88,21 @@ def copy_memory(
     :class:`TargetNotEmpty` when any memkeeper table of the target holds a row, and
     :class:`MigrationMismatch` when the counts differ; ``verify`` runs before the commit and
     may raise to roll everything back. Without ``vectors`` the vectors table stays empty
-    (the index job embeds the entries again).
+    (the index job embeds the entries again). Whatever fails, what opening ``target``
+    created there (memkeeper's schema, the extensions) is dropped again before it raises.
     """
     if source.one_database or not target.one_database:
         raise TypeError("copy_memory copies a SQLite storage into a PostgreSQL one")
+    try:
+        return _copy(source, target, vectors=vectors, verify=verify)
+    except BaseException:
+        _leave_as_found(target)
+        raise
+
+
+def _copy(
+    source: Storage, target: Any, *, vectors: bool, verify: Callable[[], None] | None
+) -> dict[str, tuple[int, int]]:
     pg: PostgresDatabase = target.hot
     tables = TABLES if vectors else tuple(t for t in TABLES if t != VECTORS)
     with source.lock, immediate_transaction(source.hot), target.lock, pg.write_transaction():
@@ -262,91 +270,18 @@ def _continue_identities(pg: PostgresDatabase) -> None:
         )
 
 
-@dataclass(frozen=True)
-class _Found:
-    """What the target held before ``migrate-to`` opened it."""
-
-    schema: bool
-    """Whether the schema existed (perhaps empty: made by its owner for memkeeper)."""
-    tables: frozenset[str]
-    extensions: frozenset[str]
-
-
-@contextlib.contextmanager
-def left_as_found(
-    url: str,
-    schema: str = DEFAULT_SCHEMA,
-    *,
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-) -> Iterator[None]:
-    """Run the block (opening the target and copying into it); when it raises, drop what
-    it created in the target's database: memkeeper's schema if it did not exist, its tables
-    if it existed empty, and the extensions that were not installed. A schema that held
-    tables already (memkeeper's, perhaps migrated on opening like any store does) is left
-    alone. A drop that fails is logged (the block's own error is what the caller hears)."""
-    target = parse_url(url)
-    with connect(target, connect_timeout=connect_timeout, autocommit=True) as conn:
-        found = _found(conn, schema)
+def _leave_as_found(target: Any) -> None:
+    """Drop what opening ``target`` created, on a connection of its own (the copy's rolled
+    back). A drop that fails is logged: the copy's own error is what the caller hears."""
+    found = getattr(target, "found_on_opening", None)
+    if found is None:
+        return
     try:
-        yield
-    except BaseException:
-        try:
-            with connect(target, connect_timeout=connect_timeout, autocommit=True) as conn:
-                dropped = _drop_created(conn, schema, found)
-            if dropped:
-                log.info("the failed copy's schema was dropped", schema=schema, dropped=dropped)
-        except Exception as exc:
-            log.warning(
-                "could not drop what the failed copy created", schema=schema, cause=str(exc)
-            )
-        raise
-
-
-def _found(conn: psycopg.Connection, schema: str) -> _Found:
-    exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
-    return _Found(
-        schema=exists is not None,
-        tables=frozenset(_tables(conn, schema)),
-        extensions=frozenset(
-            name
-            for (name,) in conn.execute(
-                "SELECT extname FROM pg_extension WHERE extname = ANY(%s)", (list(EXTENSIONS),)
-            )
-        ),
-    )
-
-
-def _tables(conn: psycopg.Connection, schema: str) -> list[str]:
-    return [
-        name
-        for (name,) in conn.execute(
-            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
-            (schema,),
+        with connect(target.url, connect_timeout=target.connect_timeout, autocommit=True) as conn:
+            dropped = drop_created(conn, target.schema, found)
+        if dropped:
+            log.info("the failed copy's schema was dropped", schema=target.schema, dropped=dropped)
+    except Exception as exc:
+        log.warning(
+            "could not drop what the failed copy created", schema=target.schema, cause=str(exc)
         )
-    ]
-
-
-def _drop_created(conn: psycopg.Connection, schema: str, found: _Found) -> list[str]:
-    """Drop what is in the database now and was not in ``found``; what was dropped."""
-    dropped: list[str] = []
-    if not found.schema:
-        exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
-        if exists.fetchone() is not None:
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-            dropped.append(f"schema {schema}")
-    elif not found.tables:  # an empty schema made for memkeeper: emptied again
-        for table in sorted(_tables(conn, schema)):
-            conn.execute(
-                sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.Identifier(schema, table))
-            )
-            dropped.append(f"table {table}")
-    for extension in EXTENSIONS:
-        if extension in found.extensions:
-            continue
-        try:  # not CASCADE: another schema's objects may use it by now
-            conn.execute(sql.SQL("DROP EXTENSION IF EXISTS {}").format(sql.Identifier(extension)))
-            dropped.append(f"extension {extension}")
-        except psycopg.Error as exc:
-            log.info("an extension the copy created stays", extension=extension, cause=str(exc))
-    return dropped

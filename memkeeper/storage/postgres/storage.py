@@ -31,6 +31,7 @@ from memkeeper import logs
 from memkeeper.clock import system_now
 from memkeeper.errors import DatabaseMissing
 from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT, Storage
+from memkeeper.storage.postgres.as_found import Found, found_in
 from memkeeper.storage.postgres.database import prepared
 from memkeeper.storage.postgres.images import current_images
 from memkeeper.storage.postgres.job_locks import AdvisoryLock
@@ -74,6 +75,7 @@ class PostgresStorage(Storage):
         self.autocheckpoint_pages = DEFAULT_AUTOCHECKPOINT
         self.connect_timeout = connect_timeout
         self.hot_raw = self.cold_raw = None
+        self.found_on_opening: Found | None = None
         raw = connect(self.url, connect_timeout=connect_timeout)
         try:
             if not create and applied_steps(raw, schema) is None:
@@ -81,6 +83,9 @@ class PostgresStorage(Storage):
                     f"memory database {self.url} (schema {schema!r}) does not exist "
                     "(nothing was created); check --db, MEMKEEPER_DB or database.url"
                 )
+            # What opening may add (the schema, the extensions): a failed migrate-to copy
+            # takes it away again (memkeeper.storage.postgres.as_found).
+            self.found_on_opening = found_in(raw, schema)
             raw.rollback()
             migrate(raw, schema, now=system_now(), where=str(self.url))
             raw.autocommit = True
