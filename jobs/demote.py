@@ -15,14 +15,19 @@ from memkeeper.config import DemoteJob
 from memkeeper.maintenance.jobkit import Job, JobContext
 from memkeeper.storage.transitions import Transition, cold_image
 
-_WHERE = "state = ? AND kind = ? AND last_used_at < ? AND confidence < ? AND pinned = 0"
+# ``updated_at < ?`` (the same cutoff) is implied by ``last_used_at < ?``, the later of the
+# write and the last access; it bounds PostgreSQL's walk by write time (storage.due.walk_column).
+_WHERE = (
+    "state = ? AND kind = ? AND updated_at < ? AND last_used_at < ? AND confidence < ?"
+    " AND pinned = 0"
+)
 
 
 def run(ctx: JobContext) -> None:
     config: DemoteJob = ctx.config  # type: ignore[assignment]
     unused_cutoff = cutoff(ctx.now, config.unused_days)
     scopes = [
-        [state, kind, unused_cutoff, config.min_confidence]
+        [state, kind, unused_cutoff, unused_cutoff, config.min_confidence]
         for state in ("active", "pending_review")
         for kind in ("fact", "preference", "note")
     ]

@@ -18,10 +18,15 @@ from memkeeper.maintenance.jobkit import Job, JobContext
 from memkeeper.storage import due
 from memkeeper.storage.transitions import Transition, cold_image, hot_image
 
+# ``updated_at < ?`` (the same cutoff) is implied by ``last_used_at < ?``, the later of the
+# write and the last access; it bounds PostgreSQL's walk by write time (storage.due.walk_column).
 _ACTIVE_BY_KIND = (
-    "state = 'active' AND kind = ? AND last_used_at < ? AND pinned = 0 AND ttl_days IS NULL"
+    "state = 'active' AND kind = ? AND updated_at < ? AND last_used_at < ? AND pinned = 0"
+    " AND ttl_days IS NULL"
 )
-_ACTIVE_OVERRIDE = "state = 'active' AND ttl_days = ? AND last_used_at < ? AND pinned = 0"
+_ACTIVE_OVERRIDE = (
+    "state = 'active' AND ttl_days = ? AND updated_at < ? AND last_used_at < ? AND pinned = 0"
+)
 _REVIEW_OVER = "state = 'pending_review' AND state_since < ? AND pinned = 0"
 
 
@@ -34,7 +39,10 @@ def run(ctx: JobContext) -> None:
     ]
     for kind in ("fact", "preference", "note"):
         ttl = getattr(config.ttl_days, kind)
-        plans.append((_ACTIVE_BY_KIND, [kind, cutoff(now, ttl)], _expirer(ctx, ttl, f"({kind})")))
+        due_before = cutoff(now, ttl)
+        plans.append(
+            (_ACTIVE_BY_KIND, [kind, due_before, due_before], _expirer(ctx, ttl, f"({kind})"))
+        )
     # Every TTL some entry overrides (the state is checked by the selection itself: asking
     # for it here made SQLite read every active row instead of the small TTL index).
     for ttl in due.ttl_overrides(ctx.store.storage.hot):
@@ -45,7 +53,9 @@ def run(ctx: JobContext) -> None:
             # nothing with this TTL is due. Skip it, say so, and go on with everyone else.
             ctx.skip_unprocessable(f"ttl_days {str(ttl)[:24]!s} is out of range", ttl_days=ttl)
             continue
-        plans.append((_ACTIVE_OVERRIDE, [ttl, due_before], _expirer(ctx, ttl, "(its own TTL)")))
+        plans.append(
+            (_ACTIVE_OVERRIDE, [ttl, due_before, due_before], _expirer(ctx, ttl, "(its own TTL)"))
+        )
     ctx.set_total(lambda: sum(count(ctx, where, params) for where, params, _ in plans))
     for where, params, make in plans:
         order = "state_since" if where is _REVIEW_OVER else "last_used_at"

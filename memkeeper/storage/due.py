@@ -64,13 +64,15 @@ def select_batches(
     order: str,
     size: int,
 ) -> Iterator[list[dict[str, Any]]]:
-    """Rows of ``table`` matching ``where``, in batches, by keyset pagination on (order, id).
+    """Rows of ``table`` matching ``where``, in batches, by keyset pagination on (order, id)
+    (on PostgreSQL, on :func:`walk_column` of ``order``).
 
     Keyset pagination (rather than re-running the query) keeps the walk correct both in a
     dry run, where nothing leaves the selection, and when rows are skipped because an agent
     touched them in the meantime. ``table`` and ``order`` are memkeeper's own names.
     """
     portable(where)
+    order = walk_column(db, order)
     last: list[Any] = []
     while True:
         sql = f"SELECT * FROM {table} WHERE ({where})"
@@ -82,6 +84,27 @@ def select_batches(
             return
         yield rows
         last = [rows[-1][order], rows[-1]["id"]]
+
+
+_WALKS_ON_POSTGRES = {"last_used_at": "updated_at"}
+
+
+def walk_column(db: Handle, order: str) -> str:
+    """The column a walk asked in ``order`` pages on in ``db``.
+
+    ``order`` itself on SQLite. On PostgreSQL a walk by last use pages on the write time,
+    ``updated_at``: no index there holds ``last_used_at``, so that a use (which changes only
+    the use columns) is a HOT update, in place on its page with no index touched (schema step
+    ``0005_uses_in_place``). The result is the same rows, as the predicate is the job's:
+    ``last_used_at`` is the later of ``updated_at`` and the last access, so an entry unused
+    since a cutoff was written before it, and a predicate that says so (``updated_at < ?``)
+    lets the index ``memories_due_by_write`` bound the walk. Within the due rows the order is
+    by write time rather than last use; the write time moves only with a write, which makes
+    the entry no longer due, so the keyset stays sound.
+    """
+    if getattr(db, "dialect", "sqlite") == "postgres":
+        return _WALKS_ON_POSTGRES.get(order, order)
+    return order
 
 
 def count(db: Handle, where: str, params: Sequence[Any]) -> int:

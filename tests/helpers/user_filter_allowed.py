@@ -16,11 +16,14 @@ without a user filter fails the audit. Three kinds:
 
 from __future__ import annotations
 
-_KEYSET = ("", " AND (last_used_at, id) > (%s)")
+# A walk by last use pages on the write time on PostgreSQL (storage.due.walk_column).
+_KEYSET = ("", " AND (updated_at, id) > (%s)")
 _BY_USE = (
-    "(state = %s AND kind = %s AND last_used_at < %s AND confidence < %s AND pinned = 0)",
-    "(state = ? AND kind = %s AND last_used_at < %s AND pinned = 0 AND ttl_days IS NULL)",
-    "(state = ? AND ttl_days = %s AND last_used_at < %s AND pinned = 0)",
+    "(state = %s AND kind = %s AND updated_at < %s AND last_used_at < %s AND confidence < %s"
+    " AND pinned = 0)",
+    "(state = ? AND kind = %s AND updated_at < %s AND last_used_at < %s AND pinned = 0"
+    " AND ttl_days IS NULL)",
+    "(state = ? AND ttl_days = %s AND updated_at < %s AND last_used_at < %s AND pinned = 0)",
 )
 _BY_STATE = ("(state = ? AND state_since < %s AND pinned = 0)", "(state = ? AND state_since < %s)")
 
@@ -30,7 +33,7 @@ def _due_batches() -> tuple[str, ...]:
     for where in _BY_USE:
         for keyset in _KEYSET:
             shapes.append(
-                f"SELECT * FROM memories WHERE {where}{keyset} ORDER BY last_used_at, id LIMIT %s"
+                f"SELECT * FROM memories WHERE {where}{keyset} ORDER BY updated_at, id LIMIT %s"
             )
     for where in _BY_STATE:
         for keyset in ("", " AND (state_since, id) > (%s)"):

@@ -184,12 +184,33 @@ CREATE TABLE {{schema}}.tombstones (
 CREATE INDEX tombstones_by_digest ON {{schema}}.tombstones (scope, digest);
 """
 
+# Step 0005: a use (search or recall marking an entry used) changes ``last_accessed_at``,
+# ``access_count`` and ``last_used_at`` only. With ``last_used_at`` in two indexes no use could
+# be a HOT update: every one wrote a new row version elsewhere in the table and an entry in each
+# of its nine indexes, the trigram GIN's pending list among them (about 150 buffers a row), and
+# scattered a user's rows over hundreds of pages. The due walks now page on the write time,
+# which a use never changes (``storage.due.walk_column``), and the table keeps room on its pages
+# for the new versions. The index keeps confidence and pinned, so demote's rule is checked in
+# it with no row read. Rows written before the step stay where they are; the room appears as
+# pages fill anew (``VACUUM FULL memkeeper.memories`` rewrites every page with it, under an
+# exclusive lock).
+_USES_IN_PLACE = """
+DROP INDEX {schema}.memories_due_by_use;
+DROP INDEX {schema}.memories_ttl_override;
+CREATE INDEX memories_due_by_write
+    ON {schema}.memories (state, kind, updated_at, confidence, pinned, id);
+CREATE INDEX memories_ttl_by_write ON {schema}.memories (ttl_days, state, updated_at, id)
+    WHERE ttl_days IS NOT NULL;
+ALTER TABLE {schema}.memories SET (fillfactor = 85);
+"""
+
 # (name, DDL) in order. The names continue SQLite's numbering style but are their own list:
 # the PostgreSQL schema starts complete at 0001.
 STEPS: tuple[tuple[str, str], ...] = (
     ("0001_initial", _INITIAL),
     ("0003_fleet", FLEET),
     ("0004_job_locks", JOB_LOCKS),
+    ("0005_uses_in_place", _USES_IN_PLACE),
 )
 
 # The extensions the schema needs (managed PostgreSQL offers both).
