@@ -86,8 +86,3 @@ def explain_sqlite(exc: BaseException) -> tuple[str, int] | None:
             EXIT_CANT_CREATE,
         )
     return f"database error: {exc}", EXIT_DATABASE
-
-
-def is_sqlite_operational(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite's operational failure (a full disk, an I/O error)."""
-    return isinstance(exc, sqlite3.OperationalError)
