@@ -38,7 +38,8 @@ Every statistic is of that user's own rows: another user's entries never change 
 ranking. The rows are the user's entries containing a query term as a substring (the
 candidates of :mod:`memkeeper.storage.keywords`), so ``df`` is exact up to that module's
 caps. Entries' term counts are cached per process by text (:data:`CACHE_SIZE`), and a small
-user's postings by its rows (:mod:`memkeeper.store.bm25_index`).
+user's postings by its rows (:mod:`memkeeper.store.bm25_index`). Equal scores go by their
+pairs, then by *specificity* among the matches (:mod:`memkeeper.store.bm25_ties`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from memkeeper.store.bm25_ties import order_ties
 from memkeeper.store.text_runs import runs
 
 if TYPE_CHECKING:
@@ -210,7 +212,7 @@ def score_rows(
     mean_terms: float | None = None,
 ) -> list[Scored]:
     """BM25 of each row ``(id, key, value)`` that contains a query term, best first (equal
-    scores by their pairs' BM25, then by id), with its coverage; ``total`` and
+    scores by their pairs' BM25, then specificity, then id), with its coverage; ``total`` and
     ``mean_length`` are the user's entry count and mean length in characters, and
     ``mean_terms``, when known (every row of the user read), the exact mean length in
     terms, ``avgdl`` itself. With ``index`` (the rows' postings,
@@ -260,8 +262,14 @@ def score_rows(
         for p, tf in paired.get(memory_id, ()):
             adjacency += pair_idf[p] * tf * (K1 + 1) / (tf + norm)
         scored.append(Scored(memory_id, score, covered / whole, adjacency))
-    scored.sort(key=lambda item: (-item.score, -item.adjacency, item.id))
-    return scored
+    found_terms: dict[str, Counter[str]] = {}
+
+    def terms_of(memory_id: str) -> Counter[str]:  # read only when two matches tie
+        if not found_terms:
+            found_terms.update((r[0], entry_counts(r[1], r[2]).terms) for r in rows if r[0] in ids)
+        return found_terms[memory_id]
+
+    return order_ties(scored, terms_of)
 
 
 def _idf(n: int, df: int) -> float:
@@ -284,12 +292,15 @@ def _pairs_found(
 class Scored(NamedTuple):
     """One keyword match: its BM25 score, its *coverage* — the share of the query's idf its
     matched terms carry (1: every term found; a name alone in a long question, little) —
-    and its *adjacency*, the BM25 of the query's CJK pairs it holds (orders equal scores)."""
+    its *adjacency*, the BM25 of the query's CJK pairs it holds (orders equal scores), and,
+    when it ties another match, its *specificity* (orders equal scores and adjacencies:
+    :mod:`memkeeper.store.bm25_ties`)."""
 
     id: str
     score: float
     coverage: float
     adjacency: float = 0.0
+    specificity: float = 0.0
 
 
 Match = tuple[str, int, int, list[tuple[str, int, float]]]

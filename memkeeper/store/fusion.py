@@ -138,28 +138,35 @@ def admitted(settings: SearchSection, similarity: Any, z: Any, threshold: float)
 
 
 def keyword_shares(
-    settings: SearchSection, keyword: Sequence[tuple[str, float, float]]
+    settings: SearchSection, keyword: Sequence[tuple[str, float, float, float]]
 ) -> dict[str, float]:
     """Each keyword match's share of the list's scale: its BM25 / the best BM25, from a
-    best-first list of ``(id, bm25, adjacency)``. Equal scores whose CJK pairs differ
-    (:attr:`memkeeper.store.bm25.Scored.adjacency`) are a step apart, the later one's share
-    ``1 - 2 · prior_weight`` of the one before, so the pairs order them before the prior
-    can (as their ranks do in rank fusion)."""
+    best-first list of ``(id, bm25, adjacency, specificity)``. Equal scores whose CJK pairs
+    (:attr:`memkeeper.store.bm25.Scored.adjacency`) or, pairs equal, specificities
+    (:mod:`memkeeper.store.bm25_ties`) differ are a step apart, the later one's share
+    ``1 - 2 · prior_weight`` of the one before, so they order them before the prior can
+    (as their ranks do in rank fusion)."""
     if not keyword:
         return {}
     best = keyword[0][1]
     if best <= 0:
         return dict.fromkeys((k[0] for k in keyword), 0.0)
     step = 1 - max(2 * settings.prior_weight, 1e-6)
+    below = [0.0] * len(keyword)  # the next lower score after each entry's
+    for i in range(len(keyword) - 2, -1, -1):
+        here, after = keyword[i][1], keyword[i + 1][1]
+        below[i] = below[i + 1] if _same(here, after) else after
     out: dict[str, float] = {}
-    last_score, last_adjacency, factor = math.nan, math.nan, 1.0
-    for memory_id, score, adjacency in keyword:
-        if abs(score - last_score) <= 1e-12 * max(1.0, abs(last_score)):  # False after nan
-            if abs(adjacency - last_adjacency) > 1e-12 * max(1.0, abs(last_adjacency)):
-                factor *= step
+    last: tuple[float, ...] = (math.nan,)
+    factor = 1.0
+    for i, (memory_id, score, *ties) in enumerate(keyword):
+        if _same(score, last[0]):  # False after nan
+            if not all(map(_same, ties, last[1:])):  # a step, never under the next score
+                floor = below[i] / score * (1 + settings.prior_weight)
+                factor = max(factor * step, min(factor, floor))
         else:
             factor = 1.0
-        last_score, last_adjacency = score, adjacency
+        last = (score, *ties)
         if memory_id not in out:
             out[memory_id] = factor * score / best
     return out
@@ -171,7 +178,7 @@ def _same(a: float, b: float) -> bool:
 
 def relevances(
     settings: SearchSection,
-    keyword: Sequence[tuple[str, float, float]],
+    keyword: Sequence[tuple[str, float, float, float]],
     vector: Sequence[tuple[str, float]],
     vector_share: dict[str, float],
     coverage: float,
@@ -180,9 +187,9 @@ def relevances(
     also: Sequence[str] = (),
 ) -> dict[str, float]:
     """The relevance of every entry in either list: the keyword list ``(id, bm25,
-    adjacency)`` and the vector list ``(id, cosine)``, best first, with the share of the
-    vector list's scale of each of the most similar entries (``vector_share``); the
-    keyword list weighted by its ``coverage`` (0-1). The similarity of the keyword matches
+    adjacency, specificity)`` and the vector list ``(id, cosine)``, best first, with the
+    share of the vector list's scale of each of the most similar entries (``vector_share``);
+    the keyword list weighted by its ``coverage`` (0-1). The similarity of the keyword matches
     in ``also`` (:func:`keyword_similar`, not admitted to the vector list) counts too. By
     rank with ``fusion = "rrf"`` or ``by_rank`` (a vector list too small to calibrate,
     :data:`OUTLIER_MIN_ENTRIES`): the vector list's ranks alone."""

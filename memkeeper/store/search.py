@@ -138,9 +138,12 @@ def _rank(
     similarity_of = dict(similar) | {i: vectors.cosine[i] for i in also}
     list_coverage = max((k.coverage for k in keyword), default=0.0)
     best = keyword[0].score if keyword else 0.0
+    # Specificity orders equal keyword scores in a keyword-only search; with similarity
+    # the vector list orders them (its steps, up to 2 % each, outweighed it: README).
+    specific = not vectors.semantic
     fused = fusion.relevances(
         settings,
-        [(k.id, k.score, k.adjacency) for k in keyword],
+        [(k.id, k.score, k.adjacency, k.specificity * specific) for k in keyword],
         similar,
         vector_share,
         list_coverage,
@@ -237,7 +240,7 @@ def _keyword_and_facts(
             rows += _not_shadowed(storage.hot, cold_rows, user_id)
             keyword = sorted(
                 [*keyword, *(k for k in cold_scores if k.id not in seen)],
-                key=lambda item: (-item.score, -item.adjacency, item.id),
+                key=lambda item: (-item.score, -item.adjacency, -item.specificity, item.id),
             )
     return keyword, {row["id"]: row for row in rows}
 
