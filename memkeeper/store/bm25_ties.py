@@ -71,10 +71,12 @@ def _tied(scored: Sequence[Scored]) -> set[int]:
     out: set[int] = set()
     for i in range(1, len(scored)):
         a, b = scored[i - 1], scored[i]
-        if _same(a.score, b.score) and _same(a.adjacency, b.adjacency):
+        if same(a.score, b.score) and same(a.adjacency, b.adjacency):
             out.update((i - 1, i))
     return out
 
 
-def _same(a: float, b: float) -> bool:
+def same(a: float, b: float) -> bool:
+    """Whether two scores are equal but for float rounding (how ties are told, here and in
+    :func:`memkeeper.store.fusion.keyword_shares`)."""
     return abs(a - b) <= 1e-12 * max(1.0, abs(b))

@@ -53,6 +53,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from memkeeper.store.bm25_ties import same
+
 if TYPE_CHECKING:
     from memkeeper.config.search import SearchSection
 
@@ -64,7 +66,7 @@ def ranks(scored: Sequence[tuple[str, float] | tuple[str, float, float]]) -> dic
     previous: Sequence[float] = ()
     rank = 0
     for position, (memory_id, *keys) in enumerate(scored, start=1):
-        if position == 1 or not all(map(_same, keys, previous)):
+        if position == 1 or not all(map(same, keys, previous)):
             rank = position
             previous = keys
         out.setdefault(memory_id, rank)
@@ -155,13 +157,13 @@ def keyword_shares(
     below = [0.0] * len(keyword)  # the next lower score after each entry's
     for i in range(len(keyword) - 2, -1, -1):
         here, after = keyword[i][1], keyword[i + 1][1]
-        below[i] = below[i + 1] if _same(here, after) else after
+        below[i] = below[i + 1] if same(here, after) else after
     out: dict[str, float] = {}
     last: tuple[float, ...] = (math.nan,)
     factor = 1.0
     for i, (memory_id, score, *ties) in enumerate(keyword):
-        if _same(score, last[0]):  # False after nan
-            if not all(map(_same, ties, last[1:])):  # a step, never under the next score
+        if same(score, last[0]):  # False after nan
+            if not all(map(same, ties, last[1:])):  # a step, never under the next score
                 floor = below[i] / score * (1 + settings.prior_weight)
                 factor = max(factor * step, min(factor, floor))
         else:
@@ -170,10 +172,6 @@ def keyword_shares(
         if memory_id not in out:
             out[memory_id] = factor * score / best
     return out
-
-
-def _same(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-12 * max(1.0, abs(b))
 
 
 def relevances(

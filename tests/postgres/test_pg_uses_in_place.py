@@ -10,6 +10,7 @@ buffers, not one entry in every index. The due walks page on the write time inst
 
 from __future__ import annotations
 
+import re
 import time
 
 import psycopg
@@ -38,10 +39,7 @@ def _indexed_columns(conn: psycopg.Connection) -> dict[str, set[str]]:
             " WHERE table_schema = 'memkeeper' AND table_name = 'memories'"
         )
     }
-    return {
-        index: {c for c in columns if f"{c}," in text or f"{c})" in text or f"{c} " in text}
-        for index, text in rows
-    }
+    return {index: {c for c in columns if re.search(rf"\b{c}\b", text)} for index, text in rows}
 
 
 def _updates(url: str) -> tuple[int, int]:
