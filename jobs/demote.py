@@ -16,7 +16,8 @@ from memkeeper.maintenance.jobkit import Job, JobContext
 from memkeeper.storage.transitions import Transition, cold_image
 
 # ``updated_at < ?`` (the same cutoff) is implied by ``last_used_at < ?``, the later of the
-# write and the last access; it bounds PostgreSQL's walk by write time (storage.due.walk_column).
+# write and the last access; it lets an index of write time (PostgreSQL's, which holds no use
+# column: storage/postgres/ddl.py, step 0005) bound the selection.
 _WHERE = (
     "state = ? AND kind = ? AND updated_at < ? AND last_used_at < ? AND confidence < ?"
     " AND pinned = 0"

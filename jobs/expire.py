@@ -19,7 +19,8 @@ from memkeeper.storage import due
 from memkeeper.storage.transitions import Transition, cold_image, hot_image
 
 # ``updated_at < ?`` (the same cutoff) is implied by ``last_used_at < ?``, the later of the
-# write and the last access; it bounds PostgreSQL's walk by write time (storage.due.walk_column).
+# write and the last access; it lets an index of write time (PostgreSQL's, which holds no use
+# column: storage/postgres/ddl.py, step 0005) bound the selection.
 _ACTIVE_BY_KIND = (
     "state = 'active' AND kind = ? AND updated_at < ? AND last_used_at < ? AND pinned = 0"
     " AND ttl_days IS NULL"

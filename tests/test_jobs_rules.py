@@ -186,6 +186,53 @@ def test_prune_default_cap_is_fifty(store: MemoryStore) -> None:
     assert {m.key for m in store.list_memories("u", state="cold")} == {"k00", "k01", "k02"}
 
 
+def test_prune_caps_many_owners_read_and_applied_together(db_path, monkeypatch) -> None:
+    """Owners over the cap are read several at a time and their retirements applied in
+    shared batches: each owner still keeps exactly its cap, the lowest scores going."""
+    import memkeeper.jobs.prune as prune
+
+    from memkeeper.storage import due
+
+    monkeypatch.setattr(prune, "_FACTS_PER_READ", 12)  # parts of three owners (5 facts each)
+    monkeypatch.setattr(due, "_OWNERS_PER_READ", 2)  # read two owners a statement
+    config = Config.model_validate(
+        {"jobs": {"prune": {"max_facts": 3}}, "database": {"batch_size": 4}}
+    )
+    store = MemoryStore(db_path, config=config)
+    owners = [(f"user{u}", namespace) for u in range(7) for namespace in ("", "work")]
+    for user_id, namespace in owners:
+        for i in range(5):
+            store.remember(user_id, f"k{i}", "x", namespace=namespace, confidence=0.5 + i / 10)
+    store.remember("under", "only", "x")
+    result = run(store, "prune")
+    assert result.counts == {"retire (over_cap)": 2 * len(owners)}
+    for user_id, namespace in owners:
+        kept = store.list_memories(user_id, namespace=namespace, state="active")
+        assert sorted(m.key for m in kept) == ["k2", "k3", "k4"], (user_id, namespace)
+        gone = store.list_memories(user_id, namespace=namespace, state="cold")
+        assert sorted(m.key for m in gone) == ["k0", "k1"]
+    assert [m.key for m in store.list_memories("under", state="active")] == ["only"]
+    store.close()
+
+
+def test_prune_retires_nothing_of_an_owner_back_under_the_cap_since_it_was_counted(
+    db_path, monkeypatch
+) -> None:
+    """The groups over the cap are counted before their facts are read: an owner whose
+    facts an agent forgot in between is judged by what is read, and keeps what it has."""
+    from memkeeper.storage import due
+
+    config = Config.model_validate({"jobs": {"prune": {"max_facts": 5}}})
+    store = MemoryStore(db_path, config=config)
+    for i in range(4):
+        store.remember("u", f"k{i}", "x")
+    stale = [{"user_id": "u", "namespace": "", "n": 8}]
+    monkeypatch.setattr(due, "over_cap_groups", lambda db, max_facts: stale)
+    assert run(store, "prune").counts == {}
+    assert len(store.list_memories("u", state="active")) == 4
+    store.close()
+
+
 # -- the registry ----------------------------------------------------------------------------
 
 

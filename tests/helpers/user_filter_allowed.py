@@ -16,8 +16,8 @@ without a user filter fails the audit. Three kinds:
 
 from __future__ import annotations
 
-# A walk by last use pages on the write time on PostgreSQL (storage.due.walk_column).
-_KEYSET = ("", " AND (updated_at, id) > (%s)")
+# PostgreSQL finds a job's due rows by its predicate, then re-reads each batch by id in owner
+# order (storage/postgres/due_walk.py).
 _BY_USE = (
     "(state = %s AND kind = %s AND updated_at < %s AND last_used_at < %s AND confidence < %s"
     " AND pinned = 0)",
@@ -26,20 +26,18 @@ _BY_USE = (
     "(state = ? AND ttl_days = %s AND updated_at < %s AND last_used_at < %s AND pinned = 0)",
 )
 _BY_STATE = ("(state = ? AND state_since < %s AND pinned = 0)", "(state = ? AND state_since < %s)")
+_OWNER_ORDER = "ORDER BY user_id, namespace, id"
 
 
 def _due_batches() -> tuple[str, ...]:
     shapes = []
-    for where in _BY_USE:
-        for keyset in _KEYSET:
+    for where in (*_BY_USE, *_BY_STATE):
+        for keyset in ("", " AND (user_id, namespace, id) > (%s)"):
             shapes.append(
-                f"SELECT * FROM memories WHERE {where}{keyset} ORDER BY updated_at, id LIMIT %s"
+                f"SELECT user_id, namespace, id FROM memories WHERE {where}{keyset}"
+                f" {_OWNER_ORDER} LIMIT %s"
             )
-    for where in _BY_STATE:
-        for keyset in ("", " AND (state_since, id) > (%s)"):
-            shapes.append(
-                f"SELECT * FROM memories WHERE {where}{keyset} ORDER BY state_since, id LIMIT %s"
-            )
+        shapes.append(f"SELECT * FROM memories WHERE id IN (%s) AND {where} {_OWNER_ORDER}")
     return tuple(shapes)
 
 

@@ -4,8 +4,9 @@ A recall or a search marks its entries used by changing ``last_accessed_at``,
 ``access_count`` and ``last_used_at``. No index of ``memories`` holds one of them, and the
 table leaves room on its pages, so PostgreSQL writes the new row version on the same page
 with no index entry (a heap-only tuple): a user's rows stay together and a use costs a few
-buffers, not one entry in every index. The due walks page on the write time instead
-(``storage.due.walk_column``); the jobs' own tests check what they select on both backends.
+buffers, not one entry in every index. The due selections find their rows by the jobs'
+predicates, set-based (``storage.postgres.due_walk``, tested in ``test_pg_due_walk``); the
+jobs' own tests check what they select on both backends.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import psycopg
 import pytest
 
 from memkeeper import MemoryStore
-from memkeeper.storage.due import walk_column
 
 pytestmark = pytest.mark.postgres
 
@@ -94,13 +94,3 @@ def test_recalls_and_searches_update_their_rows_in_place(pg_database: str) -> No
     assert updated == expected
     # A page full of versions not yet pruned sends an update to another page: rarely.
     assert hot >= 0.9 * updated, f"{updated - hot} of {updated} uses were not HOT updates"
-
-
-def test_the_walk_by_last_use_pages_on_the_write_time_only_on_postgresql(
-    pg_database: str, tmp_path
-) -> None:
-    with MemoryStore(pg_database) as store:
-        assert walk_column(store.storage.hot, "last_used_at") == "updated_at"
-        assert walk_column(store.storage.hot, "state_since") == "state_since"
-    with MemoryStore(tmp_path / "memory.db") as store:
-        assert walk_column(store.storage.hot, "last_used_at") == "last_used_at"

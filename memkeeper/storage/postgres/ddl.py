@@ -188,12 +188,12 @@ CREATE INDEX tombstones_by_digest ON {{schema}}.tombstones (scope, digest);
 # ``access_count`` and ``last_used_at`` only. With ``last_used_at`` in two indexes no use could
 # be a HOT update: every one wrote a new row version elsewhere in the table and an entry in each
 # of its nine indexes, the trigram GIN's pending list among them (about 150 buffers a row), and
-# scattered a user's rows over hundreds of pages. The due walks now page on the write time,
-# which a use never changes (``storage.due.walk_column``), and the table keeps room on its pages
-# for the new versions. The index keeps confidence and pinned, so demote's rule is checked in
-# it with no row read. Rows written before the step stay where they are; the room appears as
-# pages fill anew (``VACUUM FULL memkeeper.memories`` rewrites every page with it, under an
-# exclusive lock).
+# scattered a user's rows over hundreds of pages. The due selections are bounded by the write
+# time, which a use never changes (``storage.postgres.due_walk``), and the table keeps room on
+# its pages for the new versions. The index keeps confidence and pinned, so demote's rule is
+# checked in it with no row read. Rows written before the step stay where they are; the room
+# appears as pages fill anew (``VACUUM FULL memkeeper.memories`` rewrites every page with it,
+# under an exclusive lock).
 _USES_IN_PLACE = """
 DROP INDEX {schema}.memories_due_by_use;
 DROP INDEX {schema}.memories_ttl_override;
