@@ -310,7 +310,7 @@ def _no_sync(store: MemoryStore) -> None:
     It is a throwaway (or a sample to look at): a power loss mid-demo costs nothing, while
     the runner's checkpoint after each of a simulated year's runs would wait on the disk.
     """
-    change_reads.write_without_sync(store.storage)
+    store.storage.write_without_sync()
 
 
 def _has_key(config: Config, environ: Mapping[str, str] | None) -> bool:

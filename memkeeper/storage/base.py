@@ -98,6 +98,11 @@ class Storage:
         """Fold write-ahead logs into the databases, without waiting for or blocking anyone."""
         raise NotImplementedError
 
+    def write_without_sync(self) -> None:
+        """Commit from here on without waiting for the disk: for a throwaway memory (the
+        demo's), where a power loss costs nothing and every wait on the disk is wasted."""
+        raise NotImplementedError
+
     def close(self) -> None:
         """Close every connection; the storage is unusable afterwards."""
         raise NotImplementedError

@@ -51,14 +51,3 @@ def changes_by_actor_after(db: Handle, after: int, actor_prefix: str) -> list[tu
             [after, pattern],
         ).fetchall()
     ]
-
-
-def write_without_sync(storage: Any) -> None:
-    """Commit a throwaway database without waiting for the disk (the demo's): SQLite's
-    ``synchronous = OFF`` on both files, PostgreSQL's ``synchronous_commit = off``."""
-    if storage.one_database:
-        storage.hot.execute("SET synchronous_commit = off")
-        return
-    for db in (storage.hot, storage.cold(create=True)):
-        if db is not None:
-            db.conn.execute("PRAGMA synchronous = OFF")

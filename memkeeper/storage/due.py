@@ -133,7 +133,8 @@ def active_facts_of(
 
     The statement names the users, and the namespaces are matched here: SQLite's planner
     takes ``(user_id, namespace) IN (...)`` (or an ``OR`` of pairs) through the index on
-    (state, kind) and reads every active fact, 100 times slower at 1,000,000 memories.
+    (state, kind) and reads every active fact: for 100 owners at 1,000,000 memories 1.3-2.5 s
+    against 28 ms (measured).
     """
     found: dict[tuple[str, str], list[dict[str, Any]]] = {owner: [] for owner in owners}
     for part in chunks(list(owners), _OWNERS_PER_READ):

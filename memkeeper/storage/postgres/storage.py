@@ -181,6 +181,10 @@ class PostgresStorage(Storage):
     def checkpoint(self) -> None:
         """The server checkpoints by itself."""
 
+    def write_without_sync(self) -> None:
+        """``synchronous_commit = off`` for this store's session."""
+        self.hot.execute("SET synchronous_commit = off")
+
     def process_lock(self, name: str, purpose: str, *, shared: bool = False) -> AdvisoryLock:
         """The lock ``name`` (``daemon``, ``jobs``, ``job:<name>``) of this memory: a session
         advisory lock on a connection of its own (:mod:`memkeeper.storage.postgres.job_locks`)."""

@@ -123,6 +123,12 @@ class SqliteStorage(Storage):
         if cold is not None:
             checkpoint(cold)
 
+    def write_without_sync(self) -> None:
+        """``PRAGMA synchronous = OFF`` on both files (the cold one created for it)."""
+        for db in (self.hot, self.cold(create=True)):
+            if db is not None:
+                db.conn.execute("PRAGMA synchronous = OFF")
+
     def close(self) -> None:
         """Close both connections, then the raw descriptors (never the other way round)."""
         with self.lock:
