@@ -20,9 +20,10 @@ from memkeeper.storage.batches import batched
 from memkeeper.storage.transitions import Transition, cold_image
 
 _FACTS_PER_READ = 5_000
-"""Active facts read per statement: the groups over the cap are read and applied together
-until about this many, so a pass over many small groups costs a few statements and
-transactions, not two per group."""
+"""Active facts read and judged together: the groups over the cap are read (a statement per
+200 owners, :func:`~memkeeper.storage.due.active_facts_of`) and their retirements applied in
+shared batches up to about this many, so a pass over many small groups costs a few
+statements and transactions, not two per group."""
 
 
 def run(ctx: JobContext) -> None:

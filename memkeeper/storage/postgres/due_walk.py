@@ -16,7 +16,8 @@ they share the pages of every index that leads with the owner (``memories_curren
 and, where a user's entries were written together, heap pages too (a use no longer moves a
 row, schema step ``0005_uses_in_place``). The batch also locks those few users only
 (:mod:`memkeeper.storage.postgres.write_locks`), not one per entry. Timed job by job on the
-bench's 1,000,000 memories, the same expire took 23-25 s (README, "Performance").
+bench's 1,000,000 memories, the same expire took 21-25 s, and 18.7 s once the finding
+statement ran serial (below; README, "Performance").
 
 Each batch is read again, by id and with the predicate, just before the job judges it: an
 entry an agent used or changed since the chunk was found is no longer due and is not in the
