@@ -110,12 +110,16 @@ def cli(db: Path | str, config: Path, *args: str) -> int:
 
 
 def release_when(holder: Holder, waiting: threading.Event, events: list[str]) -> threading.Thread:
-    """A thread that makes ``holder`` release once the other side found the lock taken."""
+    """A thread that makes ``holder`` release once the other side found the lock taken.
+
+    ``released`` is listed just before the release: the waiter takes the lock the moment it
+    is free, and listed after, it could come after the waiter's own event (a failure seen
+    once in a full run)."""
 
     def run() -> None:
         if waiting.wait(WAIT):
-            holder.release()
             events.append("released")
+            holder.release()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
