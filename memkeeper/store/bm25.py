@@ -262,6 +262,8 @@ def score_rows(
         for p, tf in paired.get(memory_id, ()):
             adjacency += pair_idf[p] * tf * (K1 + 1) / (tf + norm)
         scored.append(Scored(memory_id, score, covered / whole, adjacency))
+    if index is not None:  # a small user's whole set: its postings know every row's terms
+        return order_ties(scored, index.terms_by_id().__getitem__)
     found_terms: dict[str, Counter[str]] = {}
 
     def terms_of(memory_id: str) -> Counter[str]:  # read only when two matches tie

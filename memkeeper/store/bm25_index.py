@@ -41,6 +41,15 @@ class RowsIndex:
             for term in counts.terms:
                 postings.setdefault(term, []).append(position)
         self.postings = postings
+        self._terms_by_id: dict[str, Counter[str]] | None = None
+
+    def terms_by_id(self) -> dict[str, Counter[str]]:
+        """Each row's term counts by its id (made on first use: only a search whose
+        matches tie needs them, :mod:`memkeeper.store.bm25_ties`)."""
+        if self._terms_by_id is None:  # two threads at once make the same dict
+            pairs = zip(self.rows, self.counts, strict=True)
+            self._terms_by_id = {row[0]: counts.terms for row, counts in pairs}
+        return self._terms_by_id
 
     def matches(
         self, wanted: Sequence[str], *, exact: bool
@@ -76,7 +85,7 @@ class RowsIndex:
 
 def rows_index(rows: Sequence[Sequence[Any]]) -> RowsIndex:
     """The postings of exactly these rows, made once and kept (:data:`KEPT`)."""
-    key = tuple(tuple(row) for row in rows)
+    key = tuple(map(tuple, rows))
     with _lock:
         index = _kept.get(key)
         if index is not None:

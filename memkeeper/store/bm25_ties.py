@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def order_ties(scored: list[Scored], terms_of: Callable[[str], Counter[str]]) ->
     if not tied:
         return scored
     matches = [terms_of(item.id) for item in scored]
-    held = Counter(t for counts in matches for t in counts)
+    held = Counter(chain.from_iterable(matches))  # each term once per match holding it
     n = len(scored)
     idf = {t: math.log(1 + (n - m + 0.5) / (m + 0.5)) for t, m in held.items()}
     out = [
@@ -63,15 +64,20 @@ def order_ties(scored: list[Scored], terms_of: Callable[[str], Counter[str]]) ->
 
 def specificity(counts: Counter[str], idf: dict[str, float]) -> float:
     """The mean idf, within the matches, of an entry's distinct terms."""
-    return sum(idf[t] for t in counts) / len(counts) if counts else 0.0
+    return sum(map(idf.__getitem__, counts)) / len(counts) if counts else 0.0
 
 
 def _tied(scored: Sequence[Scored]) -> set[int]:
-    """Positions of the entries equal to a neighbour in score and adjacency."""
+    """Positions of the entries equal to a neighbour in score and adjacency (:func:`same`,
+    inlined: this runs for every pair of neighbours of every search)."""
     out: set[int] = set()
     for i in range(1, len(scored)):
         a, b = scored[i - 1], scored[i]
-        if same(a.score, b.score) and same(a.adjacency, b.adjacency):
+        x, y = a.score, b.score
+        if not (x == y or abs(x - y) <= 1e-12 * max(1.0, abs(y))):
+            continue
+        x, y = a.adjacency, b.adjacency
+        if x == y or abs(x - y) <= 1e-12 * max(1.0, abs(y)):
             out.update((i - 1, i))
     return out
 

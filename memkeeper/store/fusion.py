@@ -154,21 +154,26 @@ def keyword_shares(
     if best <= 0:
         return dict.fromkeys((k[0] for k in keyword), 0.0)
     step = 1 - max(2 * settings.prior_weight, 1e-6)
+    # bm25_ties.same, inlined in both loops (they run over every match of every search)
+    scores = [k[1] for k in keyword]
     below = [0.0] * len(keyword)  # the next lower score after each entry's
     for i in range(len(keyword) - 2, -1, -1):
-        here, after = keyword[i][1], keyword[i + 1][1]
-        below[i] = below[i + 1] if same(here, after) else after
+        here, after = scores[i], scores[i + 1]
+        tie = here == after or abs(here - after) <= 1e-12 * max(1.0, abs(after))
+        below[i] = below[i + 1] if tie else after
     out: dict[str, float] = {}
-    last: tuple[float, ...] = (math.nan,)
+    last, last_ties = math.nan, ()
     factor = 1.0
     for i, (memory_id, score, *ties) in enumerate(keyword):
-        if same(score, last[0]):  # False after nan
-            if not all(map(same, ties, last[1:])):  # a step, never under the next score
+        if abs(score - last) <= 1e-12 * max(1.0, abs(last)):  # False after nan
+            # Pairs or specificities apart (not merely rounded): a step, never under the
+            # next score.
+            if ties != last_ties and not all(map(same, ties, last_ties)):
                 floor = below[i] / score * (1 + settings.prior_weight)
                 factor = max(factor * step, min(factor, floor))
         else:
             factor = 1.0
-        last = (score, *ties)
+        last, last_ties = score, ties
         if memory_id not in out:
             out[memory_id] = factor * score / best
     return out
