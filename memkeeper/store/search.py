@@ -178,11 +178,11 @@ def _rank(
 
 
 def _last_used(row: Any) -> datetime:
-    """The latest of written, re-confirmed and recalled (:attr:`Memory.last_used_at`)."""
-    updated = from_db(row["updated_at"])
-    accessed = from_db(row["last_accessed_at"])
-    assert updated is not None
-    return accessed if accessed is not None and accessed > updated else updated
+    """The latest of written, re-confirmed and recalled (:attr:`Memory.last_used_at`): the
+    row's ``last_used_at``, which every write and use keeps so (the jobs select by it)."""
+    last_used = from_db(row["last_used_at"])
+    assert last_used is not None
+    return last_used
 
 
 def _load(core: StoreCore, ranked: list[Ranked], facts: dict[str, Any]) -> list[SearchHit]:
@@ -245,7 +245,7 @@ def _keyword_and_facts(
     return keyword, {row["id"]: row for row in rows}
 
 
-FACTS = ("id", "kind", "namespace", "key", "confidence", "updated_at", "last_accessed_at")
+FACTS = ("id", "kind", "namespace", "key", "confidence", "last_used_at")
 """The columns ranking reads of every candidate (the chosen few are read whole)."""
 
 
