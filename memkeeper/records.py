@@ -52,6 +52,24 @@ _FROM_STORED: dict[str, Callable[[Any], Any]] = {
 }
 
 
+_Plan = tuple[tuple[str, Callable[[Any], Any] | None, bool], ...]
+_PLANS: dict[type, _Plan] = {}
+"""Each record class's fields as :meth:`Record.from_row` reads them: (name, conversion,
+whether a stored None is converted too), made once per class (every recall and search
+builds records: reading the dataclass's fields each time was a third of marking ten
+hits used)."""
+
+
+def _plan(cls: type) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = _PLANS[cls] = tuple(
+            (spec.name, _FROM_STORED.get(str(spec.type)), str(spec.type).startswith("dict"))
+            for spec in fields(cls)  # type: ignore[arg-type]
+        )
+    return plan
+
+
 class Record:
     """Shared helpers: building a record from a stored row, and a JSON-ready dict of it."""
 
@@ -59,14 +77,13 @@ class Record:
     def from_row(cls, row: Mapping[str, Any]) -> Any:
         """Build the record from a stored row (a column missing from the row: the default)."""
         values: dict[str, Any] = {}
-        for spec in fields(cls):  # type: ignore[arg-type]
+        for name, convert, converts_none in _plan(cls):
             try:
-                stored = row[spec.name]
+                stored = row[name]
             except (KeyError, IndexError):
                 continue  # optional column (a hot row has no cold_reason): keep the default
-            convert = _FROM_STORED.get(str(spec.type))
-            keeps_none = stored is None and not str(spec.type).startswith("dict")
-            values[spec.name] = stored if convert is None or keeps_none else convert(stored)
+            keeps_none = stored is None and not converts_none
+            values[name] = stored if convert is None or keeps_none else convert(stored)
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
