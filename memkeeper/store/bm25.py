@@ -213,10 +213,9 @@ def score_rows(
 ) -> list[Scored]:
     """BM25 of each row ``(id, key, value)`` that contains a query term, best first (equal
     scores by their pairs' BM25, then specificity, then id), with its coverage; ``total`` and
-    ``mean_length`` are the user's entry count and mean length in characters, and
-    ``mean_terms``, when known (every row of the user read), the exact mean length in
-    terms, ``avgdl`` itself. With ``index`` (the rows' postings,
-    :mod:`memkeeper.store.bm25_index`) the matches are read from it."""
+    ``mean_length`` are the user's entry count and mean length in characters, ``mean_terms``
+    (when every row of the user was read) the exact ``avgdl``; ``index``, the rows' postings
+    (:mod:`memkeeper.store.bm25_index`), gives the matches and, on a tie, their terms."""
     rows = list(rows)
 
     def find(wanted: Sequence[str], exact: bool) -> tuple[list[Match], Counter[str]]:
