@@ -55,9 +55,9 @@ _FROM_STORED: dict[str, Callable[[Any], Any]] = {
 _Plan = tuple[tuple[str, Callable[[Any], Any] | None, bool], ...]
 _PLANS: dict[type, _Plan] = {}
 """Each record class's fields as :meth:`Record.from_row` reads them: (name, conversion,
-whether a stored None is converted too), made once per class (every recall and search
-builds records: reading the dataclass's fields each time was a third of marking ten
-hits used)."""
+whether a stored None is converted too), made once per class: every recall and search
+builds records, and reading the dataclass's fields at each row made one Memory 7.6 us
+against 5.4 us now."""
 
 
 def _plan(cls: type) -> _Plan:
