@@ -124,17 +124,26 @@ def test_a_keyword_search_of_a_small_user_takes_two_round_trips(
     assert [hit.memory for hit in hits] == [store.get(hit.memory.id) for hit in hits]
     assert not [s for s in sent if s.startswith("pipelined ")]
     # The user's rows; BEGIN with the write locks, the hits' rows marked used (one UPDATE
-    # for every hit, one upsert of their uses, in one statement) and the COMMIT.
+    # for every hit, one upsert of their uses, in one statement the session keeps prepared:
+    # PREPARE the first time on a connection, EXECUTE from then on) and the COMMIT.
     assert len(sent) == 2, sent
     assert sent[0].startswith("SELECT")
-    begin, locks, marking, commit = sent[1].split("; ")
+    begin, locks, *prepares, marking, commit = sent[1].split("; ")
     assert begin == "BEGIN" and "pg_advisory_xact_lock" in locks and commit == "COMMIT"
-    assert marking.startswith("WITH found AS (SELECT") and marking.count("UPDATE memories") == 1
-    assert "INSERT INTO uses" in marking
+    name = marking.removeprefix("EXECUTE ").partition("(")[0]
+    assert marking.startswith("EXECUTE memkeeper_") and name in marking
+    for prepare in prepares:  # the statement itself, as the session keeps it
+        statement = prepare.removeprefix(f"PREPARE {name} AS ")
+        assert statement.startswith("WITH found AS (SELECT")
+        assert statement.count("UPDATE memories") == 1 and "INSERT INTO uses" in statement
+    with _statements() as again:
+        store.search("alice", "pdf budget", limit=3)
+    begin, locks, marking, commit = again[1].split("; ")  # prepared already: no PREPARE
+    assert marking.startswith(f"EXECUTE {name}(")
     counts = store.storage.hot.query(
         "SELECT count FROM uses WHERE memory_id IN (?, ?, ?)", [hit.memory.id for hit in hits]
     )
-    assert sorted(row["count"] for row in counts) == [1, 1, 1]
+    assert sorted(row["count"] for row in counts) == [2, 2, 2]
 
 
 def test_stored_vectors_without_a_key_are_still_warned_about_once_looked_for(

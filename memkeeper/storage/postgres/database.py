@@ -34,6 +34,7 @@ from psycopg.pq import TransactionStatus
 
 from memkeeper.errors import DatabaseUnreachable
 from memkeeper.storage.postgres.dialect import one_statement, translate
+from memkeeper.storage.postgres.named_statements import sent_together
 from memkeeper.storage.postgres.numbers import prepared
 from memkeeper.storage.postgres.result_columns import column_names
 from memkeeper.storage.postgres.round_trips import DEFERRED, Pending, retryable
@@ -132,7 +133,7 @@ class PostgresConnection:
                 f"{_reason(exc)}); what it was writing did not commit"
             ) from None
 
-    def _text(self, text: str, bound: Any) -> str:
+    def quoted(self, text: str, bound: Any) -> str:
         """The statement as sent, its parameters quoted in (psycopg's client-side binding)."""
         return psycopg.ClientCursor(self.raw).mogrify(text, bound)
 
@@ -140,7 +141,7 @@ class PostgresConnection:
         """Send ``sql`` with the next statement (its result is never read)."""
         text = translate(sql, parameters is not None)
         if parameters is not None:
-            text = self._text(text, _parameters(parameters))
+            text = self.quoted(text, _parameters(parameters))
         self.pending.parts.append(text)
 
     def execute(self, sql: str, parameters: Any = None) -> psycopg.Cursor:
@@ -154,7 +155,7 @@ class PostgresConnection:
             return self._run(lambda: self.raw.execute(text), sql)
         text, bound = translate(sql), _parameters(parameters)
         if self.pending.parts:
-            return self._with_pending(self._text(text, bound), sql)
+            return self._with_pending(self.quoted(text, bound), sql)
         return self._run(lambda: self.raw.execute(text, bound), sql)
 
     def _with_pending(self, text: str, sql: str) -> psycopg.Cursor:
@@ -171,26 +172,23 @@ class PostgresConnection:
 
         return self._run(call, sql, before)
 
-    def read_together(self, statements: Sequence[Statement], then: Sequence[str] = ()) -> Rows:
+    def read_together(
+        self, statements: Sequence[Statement], then: Sequence[str] = (), *, named: bool = False
+    ) -> Rows:
         """The rows (dicts) of several reads (each ``(sql, parameters)``), in order, sent in one
-        round trip behind any pending statements; ``then``: plain statements after them."""
-        texts = [self._text(translate(sql), _parameters(params)) for sql, params in statements]
+        round trip behind any pending statements; ``then``: plain statements after them.
+        ``named``: sent as ``EXECUTE`` of statements the session keeps prepared
+        (:mod:`~memkeeper.storage.postgres.named_statements`), when the string opens its own
+        transaction or runs in none (so that a failure of theirs can be sent again whole)."""
         before = self.pending.take() if self.pending.parts else []
-        joined = "; ".join([*before, *texts, *then])
-
-        def call() -> list[list[dict[str, Any]]]:
-            cursor = self.raw.execute(joined)
-            for _ in before:
-                cursor.nextset()
-            results = []
-            for n in range(len(texts)):
-                if n:
-                    cursor.nextset()
-                keys = column_names(cursor) or []
-                results.append([dict(zip(keys, row, strict=True)) for row in cursor.fetchall()])
-            return results
-
-        return self._run(call, texts[-1], [*before, *texts[:-1]])  # type: ignore[arg-type,return-value]
+        bound = [(translate(sql), _parameters(params)) for sql, params in statements]
+        named = named and not self._server_in_transaction
+        keywords = [sql for sql, _ in statements]  # what _run reads of them: first words
+        return self._run(  # type: ignore[arg-type,return-value]
+            lambda: sent_together(self, before, bound, then, named=named),
+            keywords[-1],
+            [*before, *keywords[:-1]],
+        )
 
     def flush(self) -> None:
         """Send the pending statements now (someone is about to use the raw connection)."""
@@ -209,7 +207,7 @@ class PostgresConnection:
         merged = one_statement(text, rows)  # many rows of an INSERT, UPDATE or DELETE
         if self.pending.deferring and self.in_transaction:
             for statement, bound in [merged] if merged else [(text, row) for row in rows]:
-                self.pending.parts.append(self._text(statement, bound))
+                self.pending.parts.append(self.quoted(statement, bound))
             return DEFERRED  # type: ignore[return-value]
         self.flush()
 

@@ -139,7 +139,7 @@ def transaction_in_one_trip(
     conn.pending.parts[:0] = ["BEGIN", opening]  # nothing else is pending outside one
     conn.pending.unopened = True
     try:
-        return conn.read_together([(sql, parameters)], then=["COMMIT"])[0]
+        return conn.read_together([(sql, parameters)], then=["COMMIT"], named=True)[0]
     except BaseException:
         import psycopg  # storage on PostgreSQL only: the module imports no driver itself
 
