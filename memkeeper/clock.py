@@ -10,6 +10,7 @@ string order is time order and indexes on time columns work with plain ``<`` com
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 
@@ -112,3 +113,25 @@ def within_user_range(moment: datetime) -> datetime | None:
 def days_between(earlier: datetime, later: datetime) -> float:
     """Elapsed days from ``earlier`` to ``later`` (fractional, never negative)."""
     return max((later - earlier) / timedelta(days=1), 0.0)
+
+
+MICROS_PER_DAY = 86_400_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def micros(moment: datetime) -> int:
+    """An aware time as whole microseconds since 1970 (UTC): exact, so a difference of two
+    divided by :data:`MICROS_PER_DAY` is :func:`days_between`'s figure to the last bit (both
+    divide one whole number of microseconds by another)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+@functools.lru_cache(maxsize=65_536)
+def stored_micros(text: str) -> int:
+    """A stored time (:func:`to_db`'s text) as :func:`micros`, parsed once per process per
+    text: search reads each candidate's last use at every query, and most stay as they were
+    between queries (about 0.1 ms of a search of 500 entries)."""
+    moment = from_db(text)
+    assert moment is not None
+    return micros(moment)

@@ -28,11 +28,10 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from memkeeper import logs, validation
-from memkeeper.clock import days_between, from_db
+from memkeeper.clock import MICROS_PER_DAY, micros, stored_micros
 from memkeeper.errors import StorageUnwritable
 from memkeeper.records import KEYED_KINDS, KINDS, Memory, SearchHit, SearchResults
 from memkeeper.storage import memory_reads
@@ -86,7 +85,7 @@ def search(
             columns=(*FACTS, "value"),
         )
     entries = None
-    if every is not None:  # (id, kind, key, value) of a small user's entries, read above
+    if every is not None and semantic.has_key(core.config):  # for the vector list alone
         kind_at, key_at, value_at = FACTS.index("kind"), FACTS.index("key"), len(FACTS)
         entries = [(r[0], r[kind_at], r[key_at], r[value_at]) for r in every]
     vectors = vector_list.similar(core, user_id, namespaces, query, wanted, entries)
@@ -95,7 +94,7 @@ def search(
         core, user_id, namespaces, query, wanted, include_cold, similar, every
     )
     if min_confidence > 0:
-        facts = {i: row for i, row in facts.items() if row["confidence"] >= min_confidence}
+        facts = {i: row for i, row in facts.items() if row[CONFIDENCE] >= min_confidence}
     ranked = _rank(core, keyword, vectors, facts, exclude, limit)
     chosen = SearchResults(_found(core, user_id, ranked, facts))
     chosen.embed_ms = embed_ms
@@ -113,7 +112,7 @@ def _rank(
     core: StoreCore,
     keyword: list[Scored],
     vectors: vector_list.VectorList,
-    facts: dict[str, Any],
+    facts: dict[str, Fact],
     exclude: Collection[str],
     limit: int,
 ) -> list[Ranked]:
@@ -160,38 +159,33 @@ def _rank(
     if len(relevant) > limit:
         floor = relevant[limit - 1][0] / (1 + settings.prior_weight)
         relevant = [r for r in relevant if r[0] >= floor * (1 - 1e-12)]
-    now = core.now()
-    ranked: list[tuple[Ranked, datetime]] = []
+    now = micros(core.now())
+    half_life = settings.recency_half_life_days
+    ranked: list[tuple[Ranked, int]] = []
     for base, memory_id in relevant:
         row = facts[memory_id]
-        last_used = _last_used(row)
-        days = max(0.0, days_between(last_used, now))
-        recency = 0.5 ** (days / settings.recency_half_life_days)
-        confidence = float(row["confidence"])
+        # Its last use (Memory.last_used_at: written, re-confirmed or recalled, whichever
+        # came last; every write and use keeps the column so, the jobs select by it).
+        last_used = stored_micros(row[LAST_USED])
+        days = max(0.0, (now - last_used) / MICROS_PER_DAY)  # as clock.days_between
+        recency = 0.5 ** (days / half_life)
+        confidence = float(row[CONFIDENCE])
         score = base * (1 + settings.prior_weight * fusion.prior(settings, confidence, recency))
         found = keyword_of.get(memory_id)
         share = found.score / best if found is not None and best > 0 else 0.0
         item = (memory_id, score, similarity_of.get(memory_id, 0.0), share, confidence, recency)
         ranked.append((item, last_used))
-    ranked.sort(key=lambda r: (-r[0][1], -r[1].timestamp(), r[0][0]))
+    ranked.sort(key=lambda r: (-r[0][1], -r[1], r[0][0]))
     return [r for r, _ in ranked[:limit]]
 
 
-def _last_used(row: Any) -> datetime:
-    """The latest of written, re-confirmed and recalled (:attr:`Memory.last_used_at`): the
-    row's ``last_used_at``, which every write and use keeps so (the jobs select by it)."""
-    last_used = from_db(row["last_used_at"])
-    assert last_used is not None
-    return last_used
-
-
-def _load(core: StoreCore, ranked: list[Ranked], facts: dict[str, Any]) -> list[SearchHit]:
+def _load(core: StoreCore, ranked: list[Ranked], facts: dict[str, Fact]) -> list[SearchHit]:
     """The chosen candidates as hits, their full rows read (one left meanwhile is dropped)."""
     storage = core.storage
     rows: dict[str, Any] = {}
     with storage.lock:
         for table in ("memories", "cold_memories"):
-            ids = [r[0] for r in ranked if facts[r[0]]["table"] == table]
+            ids = [r[0] for r in ranked if facts[r[0]][TABLE] == table]
             db = storage.hot if table == "memories" else storage.cold(create=False)
             if ids and db is not None:
                 rows.update(memory_reads.rows_by_ids(db, table, ids))
@@ -212,9 +206,9 @@ def _keyword_and_facts(
     include_cold: bool,
     similar: list[tuple[str, float]],
     every: list[tuple[Any, ...]] | None,
-) -> tuple[list[Scored], dict[str, Any]]:
+) -> tuple[list[Scored], dict[str, Fact]]:
     """The keyword list (hot and, when asked, cold; BM25 best first), and every live
-    candidate's row by id (hot first)."""
+    candidate's :data:`Fact` by id (hot first)."""
     args: dict[str, Any] = dict(user_id=user_id, namespaces=namespaces, query=query, kinds=kinds)
     storage = core.storage
     with storage.lock:
@@ -222,31 +216,39 @@ def _keyword_and_facts(
             key_at, value_at = FACTS.index("key"), len(FACTS)
             keyword = score_all([(r[0], r[key_at], r[value_at]) for r in every], query)
             wanted = {*(k.id for k in keyword), *(i for i, _ in similar)}
-            rows = [
-                dict(zip(FACTS, r, strict=False)) | {"table": "memories"}
-                for r in every
-                if r[0] in wanted
-            ]
+            facts = {r[0]: r[:TABLE] + _HOT for r in every if r[0] in wanted}
         else:
             keyword = keyword_scores(storage.hot, table="memories", states=LIVE_STATES, **args)
             ids = [*(k.id for k in keyword), *(i for i, _ in similar)]
-            rows = _rows(storage.hot, "memories", ids, user_id, namespaces, kinds)
+            facts = _facts(_rows(storage.hot, "memories", ids, user_id, namespaces, kinds))
         cold = storage.cold(create=False) if include_cold else None
         if cold is not None:
             cold_scores = keyword_scores(cold, table="cold_memories", states=("cold",), **args)
-            seen = {row["id"] for row in rows}
-            cold_ids = [k.id for k in cold_scores if k.id not in seen]
+            cold_ids = [k.id for k in cold_scores if k.id not in facts]
             cold_rows = _rows(cold, "cold_memories", cold_ids, user_id, namespaces, kinds)
-            rows += _not_shadowed(storage.hot, cold_rows, user_id)
+            seen = set(facts)
+            facts |= _facts(_not_shadowed(storage.hot, cold_rows, user_id))
             keyword = sorted(
                 [*keyword, *(k for k in cold_scores if k.id not in seen)],
                 key=lambda item: (-item.score, -item.adjacency, -item.specificity, item.id),
             )
-    return keyword, {row["id"]: row for row in rows}
+    return keyword, facts
 
 
 FACTS = ("id", "kind", "namespace", "key", "confidence", "last_used_at")
 """The columns ranking reads of every candidate (the chosen few are read whole)."""
+
+CONFIDENCE, LAST_USED, TABLE = FACTS.index("confidence"), FACTS.index("last_used_at"), len(FACTS)
+_HOT = ("memories",)
+
+Fact = tuple[Any, ...]
+"""A candidate's :data:`FACTS` and, at :data:`TABLE`, the table it is in: a tuple, not a
+dict (a small user's 100-200 candidates a search, built from the rows as read)."""
+
+
+def _facts(rows: list[Any]) -> dict[str, Fact]:
+    """Rows (dicts of :data:`FACTS` and ``table``) as :data:`Fact` tuples by id."""
+    return {row["id"]: (*(row[column] for column in FACTS), row["table"]) for row in rows}
 
 
 def _rows(
@@ -275,16 +277,14 @@ def _not_shadowed(hot: Any, cold_rows: list[Any], user_id: str) -> list[Any]:
 
 
 def _found(
-    core: StoreCore, user_id: str, ranked: list[Ranked], facts: dict[str, Any]
+    core: StoreCore, user_id: str, ranked: list[Ranked], facts: dict[str, Fact]
 ) -> list[SearchHit]:
     """The chosen candidates as hits, marked used. All hot and the store not buffering its
     uses (the usual case): the rows the marking reads under its write lock are the hits' rows
     (one read fewer: a round trip on PostgreSQL); otherwise read, then marked."""
     if not ranked:
         return []
-    if buffering(core.storage) is not None or any(
-        facts[r[0]]["table"] != "memories" for r in ranked
-    ):
+    if buffering(core.storage) is not None or any(facts[r[0]][TABLE] != "memories" for r in ranked):
         return _mark(core, _load(core, ranked, facts))
     try:
         marked = mark_live(core, [r[0] for r in ranked], {user_id})
