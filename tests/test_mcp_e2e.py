@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,12 +37,6 @@ pytestmark = [pytest.mark.e2e]
 TOKEN = "e2e-token-Vb7Qw2Lx9Rt4Kp6M"
 CLIENT = "e2e-agent"
 START_TIMEOUT = 20.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(tmp_path: Path) -> Path:
@@ -143,22 +136,34 @@ def test_stdio_server_process_serves_every_tool_for_its_user(tmp_path: Path, mod
 
 
 @contextlib.contextmanager
-def _process(argv: list[str], log: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+def _process(argv: list[str], log: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """The server ``argv`` starts (listening on port 0: the system picks a free one) and the
+    port it says it listens on, once it says so. A port picked beforehand and checked by
+    connecting to it could be another process's: another test's server on another worker
+    took it, and this one was sent SIGTERM while still starting (killed, not stopped)."""
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
     try:
         deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
+        while (port := _listening_port(log)) is None:
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
-        yield proc
+        yield proc, port
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def _listening_port(log: Path) -> int | None:
+    """The port of the server's "MCP server listening" line, once it is logged."""
+    for line in log.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("event") == "MCP server listening":
+                return int(str(entry["url"]).rsplit(":", 1)[1].split("/", 1)[0])
+    return None
 
 
 def _over_http(port: int, token: str, mode: str = MODERN) -> dict[str, Any]:
@@ -180,10 +185,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
 def test_http_server_process_authenticates_serves_and_stops_on_sigterm(
     tmp_path: Path, mode: str
 ) -> None:
-    db, port = tmp_path / "memory.db", _free_port()
+    db = tmp_path / "memory.db"
     argv = [sys.executable, "-m", "memkeeper", "--db", str(db), "--config", str(_config(tmp_path))]
     log = tmp_path / "server.log"
-    with _process([*argv, "mcp", "--http", f"127.0.0.1:{port}"], log, port) as proc:
+    with _process([*argv, "mcp", "--http", "127.0.0.1:0"], log) as (proc, port):
         assert not db.exists()  # issue 20: only a write creates the database
         answers = _over_http(port, TOKEN, mode)
         assert _stop(proc) == 0
@@ -203,10 +208,10 @@ def test_http_server_process_authenticates_serves_and_stops_on_sigterm(
 
 @pytest.mark.slow
 def test_the_service_serves_mcp_beside_its_jobs(tmp_path: Path) -> None:
-    db, port = tmp_path / "memory.db", _free_port()
+    db = tmp_path / "memory.db"
     argv = [sys.executable, "-m", "memkeeper", "--db", str(db), "--config", str(_config(tmp_path))]
     log = tmp_path / "service.log"
-    with _process([*argv, "run", "--mcp", f"127.0.0.1:{port}"], log, port) as proc:
+    with _process([*argv, "run", "--mcp", "127.0.0.1:0"], log) as (proc, port):
         answers = _over_http(port, TOKEN)
         assert _stop(proc) == 0, log.read_text()
     assert answers["remember"]["memory"]["source"] == f"mcp:{CLIENT}"
@@ -326,7 +331,6 @@ def test_a_stateless_request_is_answered_by_any_process_on_the_database(tmp_path
     requests sent to either one act on the same memory."""
     db = tmp_path / "memory.db"
     config = str(_config(tmp_path))
-    ports = _free_port(), _free_port()
     argv = [sys.executable, "-m", "memkeeper", "--db", str(db), "--config", config, "mcp"]
 
     async def go(first: int, second: int) -> Any:
@@ -337,9 +341,10 @@ def test_a_stateless_request_is_answered_by_any_process_on_the_database(tmp_path
         return found.structured_content
 
     with (
-        _process([*argv, "--http", f"127.0.0.1:{ports[0]}"], tmp_path / "a.log", ports[0]) as a,
-        _process([*argv, "--http", f"127.0.0.1:{ports[1]}"], tmp_path / "b.log", ports[1]) as b,
+        _process([*argv, "--http", "127.0.0.1:0"], tmp_path / "a.log") as (a, first),
+        _process([*argv, "--http", "127.0.0.1:0"], tmp_path / "b.log") as (b, second),
     ):
-        found = anyio.run(go, *ports)
+        assert first != second
+        found = anyio.run(go, first, second)
         assert _stop(a) == 0 and _stop(b) == 0
     assert found["memory"]["value"] == "Bari"

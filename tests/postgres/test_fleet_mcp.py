@@ -7,9 +7,10 @@ every answer is the same memory's.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import itertools
-import socket
+import json
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,12 +28,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 TOKEN = "fleet-token-Qe4Rt7Yu1Io9Pa3S"
 CLIENT = "fleet-agent"
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class RoundRobin(ThreadingHTTPServer):
@@ -75,13 +70,16 @@ class _Forward(BaseHTTPRequestHandler):
         pass
 
 
-def _listening(port: int, hosts: list[Host]) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), 0.2):
-            return True
-    except OSError:
-        assert all(h.proc.poll() is None for h in hosts), [h.log() for h in hosts]
-        return False
+def _port(host: Host) -> int | None:
+    """The port ``host`` says it listens on (it asked for 0: the system picks a free one,
+    never another process's), once it has said so."""
+    for line in host.log().splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("event") == "MCP server listening":
+                return int(str(entry["url"]).rsplit(":", 1)[1].split("/", 1)[0])
+    assert host.proc.poll() is None, host.log()
+    return None
 
 
 def test_stateless_requests_of_one_client_go_to_either_host(
@@ -91,15 +89,15 @@ def test_stateless_requests_of_one_client_go_to_either_host(
     tokens.write_text(f'[[tokens]]\ntoken = "{TOKEN}"\nuser = "erin"\n', encoding="utf-8")
     tokens.chmod(0o600)
     extra = f'[mcp]\ntoken_file = "{tokens}"\n'
-    ports = [_free_port(), _free_port()]
     hosts: list[Host] = []
     try:
-        for i, port in enumerate(ports):
+        for i in range(2):
             hosts.append(
-                Host(tmp_path, f"host-{i}", pg_database, "--mcp", f"127.0.0.1:{port}", extra=extra)
+                Host(tmp_path, f"host-{i}", pg_database, "--mcp", "127.0.0.1:0", extra=extra)
             )
-        for port in ports:
-            wait_for(f"port {port} listening", lambda p=port: _listening(p, hosts), 30, hosts)
+        for host in hosts:
+            wait_for(f"{host.name} listening", lambda h=host: _port(h) is not None, 30, hosts)
+        ports = [_port(host) or 0 for host in hosts]
         wait_for("a leader", lambda: leader(pg_database), 30, hosts)
         proxy = RoundRobin(ports)
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
