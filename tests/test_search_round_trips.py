@@ -124,10 +124,11 @@ def test_a_keyword_search_of_a_small_user_takes_two_round_trips(
     assert [hit.memory for hit in hits] == [store.get(hit.memory.id) for hit in hits]
     assert not [s for s in sent if s.startswith("pipelined ")]
     # The user's rows; BEGIN with the write locks, the hits' rows marked used (one UPDATE
-    # for every hit, one upsert of their uses, in one statement the session keeps prepared:
-    # PREPARE the first time on a connection, EXECUTE from then on) and the COMMIT.
+    # for every hit, one upsert of their uses, in one statement) and the COMMIT. Both the
+    # read and the marking are statements the session keeps prepared: EXECUTE, with the
+    # PREPARE in front the first time on a connection.
     assert len(sent) == 2, sent
-    assert sent[0].startswith("SELECT")
+    assert sent[0].startswith("EXECUTE memkeeper_") and "'alice'" in sent[0]
     begin, locks, *prepares, marking, commit = sent[1].split("; ")
     assert begin == "BEGIN" and "pg_advisory_xact_lock" in locks and commit == "COMMIT"
     name = marking.removeprefix("EXECUTE ").partition("(")[0]
@@ -138,6 +139,7 @@ def test_a_keyword_search_of_a_small_user_takes_two_round_trips(
         assert statement.count("UPDATE memories") == 1 and "INSERT INTO uses" in statement
     with _statements() as again:
         store.search("alice", "pdf budget", limit=3)
+    assert again[0] == sent[0]  # the read, prepared already
     begin, locks, marking, commit = again[1].split("; ")  # prepared already: no PREPARE
     assert marking.startswith(f"EXECUTE {name}(")
     counts = store.storage.hot.query(

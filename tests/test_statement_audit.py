@@ -113,6 +113,21 @@ def test_statements_sent_together_are_judged_one_by_one_with_their_values_quoted
     assert found.statement == "DELETE FROM memories WHERE value = 'Oslo'"
 
 
+def test_a_prepared_statement_is_judged_as_it_was_prepared() -> None:
+    # storage/postgres/named_statements.py sends PREPARE name AS ... once per session, then
+    # EXECUTE name(...), which names no table: the PREPARE's statement is what is judged.
+    from helpers.user_filter import violations
+
+    filtered = (
+        "BEGIN; PREPARE memkeeper_ab12 AS SELECT id FROM memories WHERE user_id = $1"
+        " AND id IN ($2, $3); EXECUTE memkeeper_ab12('ann', 'a', 'b'); COMMIT"
+    )
+    assert violations({filtered: "here"}) == []
+    planted = "PREPARE memkeeper_cd34 AS DELETE FROM memories WHERE value = $1"
+    [found] = violations({planted: "here"})
+    assert found.tables == ("memories",)
+
+
 def test_the_shape_keeps_the_structure_and_drops_the_values() -> None:
     a = 'SELECT * FROM "memkeeper"."memories" WHERE id IN (%s, %s, %s) AND state = \'x\''
     assert shape(a) == "SELECT * FROM memories WHERE id IN (%s) AND state = ?"

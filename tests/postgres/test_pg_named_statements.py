@@ -151,3 +151,19 @@ def test_an_error_of_the_use_itself_is_raised_and_commits_nothing(
             with store.storage.lock:
                 store.storage.hot.raw.execute("ALTER TABLE uses_gone RENAME TO uses")
         assert _uses(store, oslo.id) == (1, 1)
+
+
+def test_a_search_whose_statements_were_deallocated_finds_the_same_hits(pg_database: str) -> None:
+    """The search's read of the user's rows is a named statement too; gone from the session,
+    it is read again as plain text, and the hits are the same."""
+    with MemoryStore(pg_database) as store:
+        ids = [store.remember("ann", f"k{n}", f"report number {n}").id for n in range(4)]
+        first = [h.memory.id for h in store.search("ann", "report", limit=4)]
+        with store.storage.lock:
+            store.storage.hot.raw.execute("DEALLOCATE ALL")
+        with capture_logs() as lines, _sent() as sent:
+            again = [h.memory.id for h in store.search("ann", "report", limit=4)]
+        assert sorted(again) == sorted(first) == sorted(ids)
+        assert OFF in [line["event"] for line in lines]
+        assert sent[0].startswith("EXECUTE memkeeper_") and sent[1].startswith("SELECT m.rowid")
+        assert [_uses(store, i) for i in ids] == [(2, 2)] * 4

@@ -34,7 +34,7 @@ from psycopg.pq import TransactionStatus
 
 from memkeeper.errors import DatabaseUnreachable
 from memkeeper.storage.postgres.dialect import one_statement, translate
-from memkeeper.storage.postgres.named_statements import sent_together
+from memkeeper.storage.postgres.named_statements import rows_named, sent_together
 from memkeeper.storage.postgres.numbers import prepared
 from memkeeper.storage.postgres.result_columns import column_names
 from memkeeper.storage.postgres.round_trips import DEFERRED, Pending, retryable
@@ -189,6 +189,15 @@ class PostgresConnection:
             keywords[-1],
             [*before, *keywords[:-1]],
         )
+
+    def read_named(self, sql: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of one read, sent as ``EXECUTE`` of a statement the session keeps
+        prepared (:mod:`~memkeeper.storage.postgres.named_statements`) when no transaction is
+        open and nothing waits to be sent; otherwise as :meth:`execute` sends it."""
+        if self.in_transaction or self.pending.parts:
+            return list(self.execute(sql, parameters).fetchall())
+        bound = [(translate(sql), _parameters(parameters))]
+        return self._run(lambda: rows_named(self, bound), sql)  # type: ignore[arg-type,return-value]
 
     def flush(self) -> None:
         """Send the pending statements now (someone is about to use the raw connection)."""

@@ -51,9 +51,11 @@ def ordered_rows(
     step in the statement (a third of its time on the server for 500 rows). The ``LIMIT``
     applies before the sort, as SQLite's does."""
     names = ", ".join(f"m.{c}" for c in columns)
-    rows = db.conn.execute(
+    # A statement the session keeps prepared: a search sends it every time (its parsing and
+    # planning were about 0.15 ms of the server's 1 ms for 500 rows).
+    rows = db.conn.read_named(
         f"SELECT m.rowid, {names} FROM {table} AS m WHERE {where} LIMIT ?", params
-    ).fetchall()
+    )
     rows.sort(key=itemgetter(0))
     return [row[1:] for row in rows]
 

@@ -239,6 +239,11 @@ class _ThreadConnection:
                 return db.conn.execute(sql, parameters)
         return db.conn.execute(sql, parameters)
 
+    def read_named(self, sql: str, parameters: Any) -> list[tuple[Any, ...]]:
+        """:meth:`PostgresConnection.read_named` on the thread's connection."""
+        with self._lease:
+            return _leased(self._lease).conn.read_named(sql, parameters)
+
     def executemany(self, sql: str, seq_of_parameters: Any) -> psycopg.Cursor:
         db = self._lease.current()
         if db is None:

@@ -170,3 +170,28 @@ def sent_together(
         return results
     statements.prepared(bound)
     return results
+
+
+def rows_named(conn: Any, bound: Bound) -> list[tuple[Any, ...]]:
+    """The rows (tuples) of one read ``bound`` holds, sent on ``conn`` outside a transaction
+    as ``EXECUTE`` of a named statement (its ``PREPARE`` in front the first time on the
+    session), or as plain text where the connection sends no named statements; a named read
+    that fails with :func:`retried`'s errors is sent again as plain text."""
+    [(text, values)] = bound
+    statements = statements_of(conn.raw)
+    if statements.off:
+        return list(conn.raw.execute(text, values).fetchall())
+    prepares, executes = statements.parts(bound, conn.quoted)
+    try:
+        cursor = conn.raw.execute("; ".join([*prepares, *executes]))
+    except psycopg.Error as exc:
+        if conn.raw.broken or not retried(exc):
+            raise
+        rows = list(conn.raw.execute(text, values).fetchall())  # its own error raised here
+        statements.give_up(exc)
+        return rows
+    for _ in prepares:
+        cursor.nextset()
+    rows = list(cursor.fetchall())
+    statements.prepared(bound)
+    return rows
