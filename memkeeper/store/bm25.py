@@ -239,8 +239,7 @@ def score_rows(
     if mean_terms is not None:
         avgdl = mean_terms
     else:
-        # Lengths in terms, the mean estimated from the user's mean in characters (one SQL
-        # aggregate) at the candidates' own terms per character.
+        # Terms: the user's mean in characters (one SQL aggregate) x the candidates' terms/char.
         chars = sum(c for _, c, _, _ in matched) or 1
         avgdl = max(mean_length, 1.0) * sum(t for _, _, t, _ in matched) / chars
     avgdl = avgdl if avgdl > 0 else 1.0
@@ -249,7 +248,8 @@ def score_rows(
     ids = {m[0] for m in matched}
     paired = _pairs_found([r for r in rows if r[0] in ids] if query.pairs else [], query.pairs)
     pair_df = Counter(p for found in paired.values() for p, _ in found)
-    scored = []
+    scored: list[Scored] = []
+    new = tuple.__new__  # a NamedTuple's own call costs a Python frame per match
     pair_idf = {p: _idf(n, df) for p, df in pair_df.items()}
     for memory_id, _, length, found in matched:  # plain loops: the hot path of a search
         norm = K1 * (1 - B + B * length / avgdl)
@@ -260,7 +260,7 @@ def score_rows(
             covered += weight
         for p, tf in paired.get(memory_id, ()):
             adjacency += pair_idf[p] * tf * (K1 + 1) / (tf + norm)
-        scored.append(Scored(memory_id, score, covered / whole, adjacency))
+        scored.append(new(Scored, (memory_id, score, covered / whole, adjacency, 0.0)))
     if index is not None:  # a small user's whole set: its postings know every row's terms
         return order_ties(scored, index.terms_by_id().__getitem__)
     found_terms: dict[str, Counter[str]] = {}

@@ -41,6 +41,16 @@ class RowsIndex:
             for term in counts.terms:
                 postings.setdefault(term, []).append(position)
         self.postings = postings
+        # A whole word's match of each row as score_rows takes it, made once per set: a
+        # query's exact matches are these, in the order of its terms.
+        self.posted = {
+            term: [(p, (term, self.counts[p].terms[term], 1.0)) for p in positions]
+            for term, positions in postings.items()
+        }
+        self.heads = [
+            (row[0], chars, counts.length)
+            for row, chars, counts in zip(rows, self.chars, self.counts, strict=True)
+        ]
         self._terms_by_id: dict[str, Counter[str]] | None = None
 
     def terms_by_id(self) -> dict[str, Counter[str]]:
@@ -60,27 +70,24 @@ class RowsIndex:
         found: dict[int, list[tuple[str, int, float]]] = {}
         df: Counter[str] = Counter()
         for term in wanted:
-            hits: dict[int, tuple[int, float]] = {}
             if exact:
-                for position in self.postings.get(term, ()):
-                    hits[position] = (self.counts[position].terms[term], 1.0)
-            else:
-                for word, positions in self.postings.items():
-                    if word.startswith(term):
-                        share = len(term) / len(word)
-                        for position in positions:
-                            tf, best = hits.get(position, (0, 0.0))
-                            hits[position] = (
-                                tf + self.counts[position].terms[word],
-                                max(best, share),
-                            )
+                posted = self.posted.get(term, ())
+                for position, match in posted:
+                    found.setdefault(position, []).append(match)
+                df[term] += len(posted)
+                continue
+            hits: dict[int, tuple[int, float]] = {}
+            for word, positions in self.postings.items():
+                if word.startswith(term):
+                    share = len(term) / len(word)
+                    for position in positions:
+                        tf, best = hits.get(position, (0, 0.0))
+                        hits[position] = (tf + self.counts[position].terms[word], max(best, share))
             for position, (tf, share) in hits.items():
                 found.setdefault(position, []).append((term, tf, share))
             df[term] += len(hits)
-        matched = [
-            (self.rows[p][0], self.chars[p], self.counts[p].length, found[p]) for p in sorted(found)
-        ]
-        return matched, df
+        heads = self.heads
+        return [(*heads[p], found[p]) for p in sorted(found)], df
 
 
 def rows_index(rows: Sequence[Sequence[Any]]) -> RowsIndex:

@@ -57,10 +57,12 @@ def order_ties(scored: list[Scored], terms_of: Callable[[str], Counter[str]]) ->
     # One logarithm per distinct count (a few), not per term (every match's own words).
     by_count = {m: math.log(1 + (n - m + 0.5) / (m + 0.5)) for m in set(held.values())}
     idf = dict(zip(held, map(by_count.__getitem__, held.values()), strict=True))
-    new = tuple.__new__
-    out = [
-        new(type(item), (*item[:4], specificity(matches[i], idf))) if i in tied else item
-        for i, item in enumerate(scored)
+    new, get = tuple.__new__, idf.__getitem__
+    out = [  # specificity() inlined: it runs for every tied match of every search
+        new(type(item), (*item[:4], sum(map(get, terms)) / len(terms) if terms else 0.0))
+        if i in tied
+        else item
+        for i, (item, terms) in enumerate(zip(scored, matches, strict=True))
     ]
     _by_rank(out, specificity=True)
     return out

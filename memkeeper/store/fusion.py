@@ -162,18 +162,23 @@ def keyword_shares(
         tie = here == after or abs(here - after) <= 1e-12 * max(1.0, abs(after))
         below[i] = below[i + 1] if tie else after
     out: dict[str, float] = {}
-    last, last_ties = math.nan, ()
+    last = last_pairs = last_specific = math.nan
     factor = 1.0
-    for i, (memory_id, score, *ties) in enumerate(keyword):
+    for i, (memory_id, score, pairs, specific) in enumerate(keyword):
         if abs(score - last) <= 1e-12 * max(1.0, abs(last)):  # False after nan
             # Pairs or specificities apart (not merely rounded): a step, never under the
-            # next score.
-            if ties != last_ties and not all(map(same, ties, last_ties)):
+            # next score. (bm25_ties.same of each, inlined.)
+            if not (
+                pairs == last_pairs or abs(pairs - last_pairs) <= 1e-12 * max(1.0, abs(last_pairs))
+            ) or not (
+                specific == last_specific
+                or abs(specific - last_specific) <= 1e-12 * max(1.0, abs(last_specific))
+            ):
                 floor = below[i] / score * (1 + settings.prior_weight)
                 factor = max(factor * step, min(factor, floor))
         else:
             factor = 1.0
-        last, last_ties = score, ties
+        last, last_pairs, last_specific = score, pairs, specific
         if memory_id not in out:
             out[memory_id] = factor * score / best
     return out
