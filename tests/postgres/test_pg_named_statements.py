@@ -167,3 +167,17 @@ def test_a_search_whose_statements_were_deallocated_finds_the_same_hits(pg_datab
         assert OFF in [line["event"] for line in lines]
         assert sent[0].startswith("EXECUTE memkeeper_") and sent[1].startswith("SELECT m.rowid")
         assert [_uses(store, i) for i in ids] == [(2, 2)] * 4
+
+
+def test_a_column_added_under_a_prepared_statement_is_read_as_plain_text(
+    pg_database: str,
+) -> None:
+    """A schema changed under a session's prepared ``RETURNING m.*`` (another host's newer
+    memkeeper): the server refuses the cached plan; the use goes as plain text, counted once."""
+    with MemoryStore(pg_database) as store:
+        oslo = store.remember("ann", "city", "Oslo")
+        store.recall("ann", "city")
+        with psycopg.connect(pg_database, autocommit=True) as other:
+            other.execute("ALTER TABLE memkeeper.memories ADD COLUMN extra_note text")
+        assert store.recall("ann", "city").value == "Oslo"
+        assert _uses(store, oslo.id) == (2, 2)

@@ -43,11 +43,13 @@ log = logs.get_logger(__name__)
 
 _PLACEHOLDER = re.compile(r"%%|%s")
 
-RETRIED_CLASSES = ("26", "42")
+RETRIED_CLASSES = ("26", "42", "0A")
 """SQLSTATE classes of a named statement out of step with its session or refused by the
 server (``26000``: no such prepared statement; ``42P05``: it exists already; ``42P18``: a
-parameter whose type cannot be told): the string is sent again as plain text. An error of
-the statement itself comes back the same way from the plain text, and is raised then."""
+parameter whose type cannot be told; ``0A000``: "cached plan must not change result type",
+a column added under a prepared ``RETURNING m.*``): the string is sent again as plain text.
+An error of the statement itself comes back the same way from the plain text, and is raised
+then."""
 
 
 def statement_name(text: str) -> str:
