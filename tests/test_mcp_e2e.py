@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers.listening import listening_port
 from mcp import Client, StdioServerParameters
 from mcp_clients import MODERN, MODES, over_http, over_stdio, protocol_of
 
@@ -145,7 +146,7 @@ def _process(argv: list[str], log: Path) -> Iterator[tuple[subprocess.Popen[byte
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
     try:
         deadline = time.monotonic() + START_TIMEOUT
-        while (port := _listening_port(log)) is None:
+        while (port := listening_port(log.read_text(errors="replace"))) is None:
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
@@ -154,16 +155,6 @@ def _process(argv: list[str], log: Path) -> Iterator[tuple[subprocess.Popen[byte
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
-
-
-def _listening_port(log: Path) -> int | None:
-    """The port of the server's "MCP server listening" line, once it is logged."""
-    for line in log.read_text(errors="replace").splitlines():
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            if isinstance(entry, dict) and entry.get("event") == "MCP server listening":
-                return int(str(entry["url"]).rsplit(":", 1)[1].split("/", 1)[0])
-    return None
 
 
 def _over_http(port: int, token: str, mode: str = MODERN) -> dict[str, Any]:

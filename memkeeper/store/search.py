@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
+from operator import itemgetter
 from typing import Any
 
 from memkeeper import logs, validation
@@ -214,7 +215,7 @@ def _keyword_and_facts(
     with storage.lock:
         if every is not None:  # a small user: one read for statistics, candidates and facts
             key_at, value_at = FACTS.index("key"), len(FACTS)
-            keyword = score_all([(r[0], r[key_at], r[value_at]) for r in every], query)
+            keyword = score_all(list(map(itemgetter(0, key_at, value_at), every)), query)
             wanted = {*(k.id for k in keyword), *(i for i, _ in similar)}
             facts = {r[0]: r[:TABLE] + _HOT for r in every if r[0] in wanted}
         else:

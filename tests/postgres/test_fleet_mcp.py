@@ -7,10 +7,8 @@ every answer is the same memory's.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import itertools
-import json
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers.listening import listening_port
 from mcp_clients import MODERN, over_http
 
 from postgres.fleet import Host, leader, wait_for
@@ -71,15 +70,10 @@ class _Forward(BaseHTTPRequestHandler):
 
 
 def _port(host: Host) -> int | None:
-    """The port ``host`` says it listens on (it asked for 0: the system picks a free one,
-    never another process's), once it has said so."""
-    for line in host.log().splitlines():
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            if isinstance(entry, dict) and entry.get("event") == "MCP server listening":
-                return int(str(entry["url"]).rsplit(":", 1)[1].split("/", 1)[0])
-    assert host.proc.poll() is None, host.log()
-    return None
+    """The port ``host`` says it listens on (it asked for 0), once it has said so."""
+    port = listening_port(host.log())
+    assert port is not None or host.proc.poll() is None, host.log()
+    return port
 
 
 def test_stateless_requests_of_one_client_go_to_either_host(

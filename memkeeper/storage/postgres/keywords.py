@@ -26,6 +26,8 @@ from typing import Any
 
 MIN_TRIGRAM_CHARS = 3
 
+_WITHOUT_ROWID = itemgetter(slice(1, None))
+
 
 def is_postgres(db: Any) -> bool:
     """Whether ``db`` is a PostgreSQL handle (a plain sqlite-utils one has no dialect)."""
@@ -57,7 +59,7 @@ def ordered_rows(
         f"SELECT m.rowid, {names} FROM {table} AS m WHERE {where} LIMIT ?", params
     )
     rows.sort(key=itemgetter(0))
-    return [row[1:] for row in rows]
+    return list(map(_WITHOUT_ROWID, rows))
 
 
 def trigram_rows(
