@@ -181,3 +181,27 @@ def test_a_column_added_under_a_prepared_statement_is_read_as_plain_text(
             other.execute("ALTER TABLE memkeeper.memories ADD COLUMN extra_note text")
         assert store.recall("ann", "city").value == "Oslo"
         assert _uses(store, oslo.id) == (2, 2)
+
+
+def test_a_session_keeps_a_bounded_number_of_statements_and_sends_the_rest_as_text(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search's use has one text per number of hits: a session prepares at most
+    MOST_PER_SESSION statements, and sends any other as plain text, counted as well."""
+    from memkeeper.storage.postgres import named_statements
+
+    monkeypatch.setattr(named_statements, "MOST_PER_SESSION", 1)
+    with MemoryStore(pg_database) as store:
+        oslo = store.remember("ann", "city", "Oslo")
+        ids = [store.remember("ann", f"k{n}", f"report number {n}").id for n in range(3)]
+        store.recall("ann", "city")  # the one statement the session keeps
+        with _sent() as sent:
+            assert store.recall("ann", "city").value == "Oslo"
+            hits = store.search("ann", "report", limit=3)
+        assert sorted(h.memory.id for h in hits) == sorted(ids)
+        assert len(_executes(sent)) == 1 and not _prepares(sent)  # the recall's, prepared
+        assert sent[1].startswith("SELECT m.rowid") and "WITH found AS" in sent[-1]
+        assert _uses(store, oslo.id) == (2, 2)
+        assert [_uses(store, i) for i in ids] == [(1, 1)] * 3
+        with store.storage.lock:
+            assert len(named_statements.statements_of(store.storage.hot.raw).known) == 1

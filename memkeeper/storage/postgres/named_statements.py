@@ -1,4 +1,4 @@
-"""Statements a session keeps parsed and planned: an agent's use, sent as ``EXECUTE``.
+"""Statements a session keeps parsed and planned: an agent's use and a search's read.
 
 Every statement memkeeper sends is text with its parameters quoted in (client-side binding,
 :mod:`~memkeeper.storage.postgres.database`), so the server parses, analyses and plans it
@@ -7,14 +7,17 @@ pays on every search and recall — the use's data-modifying ``WITH`` (:func:`me
 storage.uses.mark_in_one_trip`: three CTEs, a join, an upsert) — it was about half of its
 round trip: 0.75 ms sent as text against 0.40 ms as ``EXECUTE`` of the same statement
 prepared once in the session (its ``BEGIN``, locks and ``COMMIT`` around it, three rounds of 400
-calls each on the bench's 1,000,000-row database, this 2-core machine).
+calls each on the bench's 1,000,000-row database, this 2-core machine). A search's read of a
+small user's rows (:func:`memkeeper.storage.postgres.keywords.ordered_rows`) is sent so too.
 
 So such a statement goes as ``EXECUTE name(literals)``, preceded in the same string, the
 first time on a connection, by ``PREPARE name AS ...``. The name is a hash of the
 statement's text: a name always means the same text, whichever process prepared it on
 whichever session. What a session has prepared is tracked per psycopg connection
 (:func:`statements_of`: a store's pooled connections outlive the handles that lease them);
-a connection replaced after a lost link starts with none.
+a connection replaced after a lost link starts with none. A session keeps at most
+:data:`MOST_PER_SESSION` of them (a search's use has one text per number of hits): a
+statement beyond them goes as plain text.
 
 Where the session's statements are not what the connection believes (a pooler in
 transaction mode hands each transaction another server session; someone ran ``DEALLOCATE``
@@ -42,6 +45,9 @@ from memkeeper.storage.postgres.result_columns import column_names
 log = logs.get_logger(__name__)
 
 _PLACEHOLDER = re.compile(r"%%|%s")
+
+MOST_PER_SESSION = 64
+"""Statements one session keeps prepared at most; others go as plain text."""
 
 RETRIED_CLASSES = ("26", "42", "0A")
 """SQLSTATE classes of a named statement out of step with its session or refused by the
@@ -85,22 +91,29 @@ class NamedStatements:
         self,
         statements: Sequence[tuple[str, Sequence[Any]]],
         quote: Callable[[str, Sequence[Any]], str],
-    ) -> tuple[list[str], list[str]]:
-        """The ``PREPARE`` this connection still needs and the ``EXECUTE`` of each of
-        ``statements`` (each its text with ``%s`` placeholders, and its parameters);
-        ``quote`` binds parameters client-side, as every other statement is sent."""
-        prepares, executes = [], []
+    ) -> tuple[list[str], list[str], list[str]]:
+        """For ``statements`` (each its text with ``%s`` placeholders, and its parameters):
+        the ``PREPARE`` this connection still needs, the text of each to send (``EXECUTE``,
+        or the plain statement beyond :data:`MOST_PER_SESSION`) and the names prepared by
+        sending them; ``quote`` binds parameters client-side, as every statement is sent."""
+        prepares: list[str] = []
+        texts: list[str] = []
+        names: list[str] = []
         for text, bound in statements:
             name = statement_name(text)
             if name not in self.known:
+                if len(self.known) + len(names) >= MOST_PER_SESSION:
+                    texts.append(quote(text, bound))
+                    continue
                 prepares.append(f"PREPARE {name} AS {numbered(text)}")
+                names.append(name)
             literals = quote(", ".join(["%s"] * len(bound)), bound) if bound else ""
-            executes.append(f"EXECUTE {name}({literals})" if literals else f"EXECUTE {name}")
-        return prepares, executes
+            texts.append(f"EXECUTE {name}({literals})" if literals else f"EXECUTE {name}")
+        return prepares, texts, names
 
-    def prepared(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        """Record that ``statements`` are now prepared on the connection."""
-        self.known.update(statement_name(text) for text, _ in statements)
+    def prepared(self, names: Sequence[str]) -> None:
+        """Record that the statements ``names`` are now prepared on the connection."""
+        self.known.update(names)
 
     def give_up(self, exc: Exception) -> None:
         """Send plain text from now on, ``exc`` being why (logged, without parameters)."""
@@ -160,8 +173,9 @@ def sent_together(
     statements = statements_of(conn.raw)
     if not named or statements.off:
         return send([], plain())
+    prepares, texts, names = statements.parts(bound, conn.quoted)
     try:
-        results = send(*statements.parts(bound, conn.quoted))
+        results = send(prepares, texts)
     except psycopg.Error as exc:
         if conn.raw.broken or not retried(exc):
             raise
@@ -170,7 +184,7 @@ def sent_together(
         results = send([], plain())  # the statement's own error is raised here
         statements.give_up(exc)
         return results
-    statements.prepared(bound)
+    statements.prepared(names)
     return results
 
 
@@ -183,9 +197,9 @@ def rows_named(conn: Any, bound: Bound) -> list[tuple[Any, ...]]:
     statements = statements_of(conn.raw)
     if statements.off:
         return list(conn.raw.execute(text, values).fetchall())
-    prepares, executes = statements.parts(bound, conn.quoted)
+    prepares, texts, names = statements.parts(bound, conn.quoted)
     try:
-        cursor = conn.raw.execute("; ".join([*prepares, *executes]))
+        cursor = conn.raw.execute("; ".join([*prepares, *texts]))
     except psycopg.Error as exc:
         if conn.raw.broken or not retried(exc):
             raise
@@ -195,5 +209,5 @@ def rows_named(conn: Any, bound: Bound) -> list[tuple[Any, ...]]:
     for _ in prepares:
         cursor.nextset()
     rows = list(cursor.fetchall())
-    statements.prepared(bound)
+    statements.prepared(names)
     return rows
