@@ -19,7 +19,12 @@ import pytest
 
 from memkeeper.clock import MICROS_PER_DAY, days_between, from_db, micros, stored_micros, to_db
 from memkeeper.store.bm25 import Scored
-from memkeeper.store.bm25_ties import order_ties, specificity
+from memkeeper.store.bm25_ties import order_ties
+
+
+def _specificity(counts: Counter[str], idf: dict[str, float]) -> float:
+    """The mean idf, within the matches, of an entry's distinct terms (the former helper)."""
+    return sum(map(idf.__getitem__, counts)) / len(counts) if counts else 0.0
 
 
 def _plain_order_ties(scored: list[Scored], terms_of) -> list[Scored]:  # type: ignore[no-untyped-def]
@@ -42,7 +47,7 @@ def _plain_order_ties(scored: list[Scored], terms_of) -> list[Scored]:  # type: 
     n = len(scored)
     idf = {t: math.log(1 + (n - m + 0.5) / (m + 0.5)) for t, m in held.items()}
     out = [
-        Scored(*s[:4], specificity(matches[i], idf)) if i in tied else s
+        Scored(*s[:4], _specificity(matches[i], idf)) if i in tied else s
         for i, s in enumerate(scored)
     ]
     return sorted(out, key=lambda s: (-s.score, -s.adjacency, -s.specificity, s.id))

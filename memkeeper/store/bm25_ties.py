@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 
 def order_ties(scored: list[Scored], terms_of: Callable[[str], Counter[str]]) -> list[Scored]:
     """``scored`` best first (score, then adjacency), with each entry that ties another its
-    :func:`specificity` and the ties in its order (then by id); ``terms_of`` gives a
-    match's term counts by id."""
+    specificity (the mean idf, within the matches, of its distinct terms) and the ties in
+    its order (then by id); ``terms_of`` gives a match's term counts by id."""
     _by_rank(scored, specificity=False)
     tied = _tied(scored)
     if not tied:
@@ -58,7 +58,7 @@ def order_ties(scored: list[Scored], terms_of: Callable[[str], Counter[str]]) ->
     by_count = {m: math.log(1 + (n - m + 0.5) / (m + 0.5)) for m in set(held.values())}
     idf = dict(zip(held, map(by_count.__getitem__, held.values()), strict=True))
     new, get = tuple.__new__, idf.__getitem__
-    out = [  # specificity() inlined: it runs for every tied match of every search
+    out = [  # each tied match's specificity (this runs for every match of every search)
         new(type(item), (*item[:4], sum(map(get, terms)) / len(terms) if terms else 0.0))
         if i in tied
         else item
@@ -80,11 +80,6 @@ def _by_rank(scored: list[Scored], *, specificity: bool) -> None:
         scored.sort(key=_SPECIFICITY, reverse=True)
     scored.sort(key=_ADJACENCY, reverse=True)
     scored.sort(key=_SCORE, reverse=True)
-
-
-def specificity(counts: Counter[str], idf: dict[str, float]) -> float:
-    """The mean idf, within the matches, of an entry's distinct terms."""
-    return sum(map(idf.__getitem__, counts)) / len(counts) if counts else 0.0
 
 
 def _tied(scored: Sequence[Scored]) -> set[int]:

@@ -205,3 +205,26 @@ def test_a_session_keeps_a_bounded_number_of_statements_and_sends_the_rest_as_te
         assert [_uses(store, i) for i in ids] == [(1, 1)] * 3
         with store.storage.lock:
             assert len(named_statements.statements_of(store.storage.hot.raw).known) == 1
+
+
+def test_a_read_inside_a_transaction_is_sent_as_plain_text(pg_database: str) -> None:
+    """A named read is sent only outside a transaction (so that its failure can be sent
+    again whole); inside one, the small user's read goes as the transaction's own text."""
+    from memkeeper.storage.keywords import small_user_rows
+    from memkeeper.storage.transaction import write_transaction
+
+    with MemoryStore(pg_database) as store:
+        ids = [store.remember("ann", f"k{n}", f"report number {n}").id for n in range(3)]
+        with _sent() as sent, write_transaction(store.storage, users={"ann"}) as hot:
+            rows = small_user_rows(
+                hot,
+                table="memories",
+                user_id="ann",
+                namespaces=("",),
+                kinds=None,
+                states=("active",),
+                columns=("id", "value"),
+            )
+        assert rows is not None and sorted(row[0] for row in rows) == sorted(ids)
+        assert not _executes(sent) and not _prepares(sent)
+        assert any("SELECT m.rowid, m.id, m.value" in text for text in sent)

@@ -35,7 +35,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -150,13 +150,8 @@ def sent_together(
 ) -> list[list[dict[str, Any]]]:
     """The rows (dicts) of each of ``bound``, sent on ``conn`` (a
     :class:`~memkeeper.storage.postgres.database.PostgresConnection`) in one string behind
-    ``before`` and followed by ``then``: as ``EXECUTE`` of named statements when ``named``
-    (the string opens its own transaction or runs in none) and the connection sends them,
-    else as plain text; a named string that fails with :func:`retried`'s errors is sent
-    again as plain text, once, after its rollback."""
-
-    def plain() -> list[str]:
-        return [conn.quoted(text, values) for text, values in bound]
+    ``before`` and followed by ``then``: as named statements when ``named`` (the string
+    opens its own transaction or runs in none), else as plain text (:func:`_sent`)."""
 
     def send(prepares: list[str], texts: list[str]) -> list[list[dict[str, Any]]]:
         cursor = conn.raw.execute("; ".join([*before, *prepares, *texts, *then]))
@@ -170,44 +165,49 @@ def sent_together(
             results.append([dict(zip(keys, row, strict=True)) for row in cursor.fetchall()])
         return results
 
+    return _sent(conn, bound, send) if named else send([], _plain(conn, bound))
+
+
+def rows_named(conn: Any, bound: Bound) -> list[tuple[Any, ...]]:
+    """The rows (tuples) of one read ``bound`` holds, sent on ``conn`` outside a transaction
+    as a named statement (:func:`_sent`)."""
+
+    def send(prepares: list[str], texts: list[str]) -> list[tuple[Any, ...]]:
+        cursor = conn.raw.execute("; ".join([*prepares, *texts]))
+        for _ in prepares:
+            cursor.nextset()
+        return list(cursor.fetchall())
+
+    return _sent(conn, bound, send)
+
+
+Result = TypeVar("Result")
+
+
+def _sent(conn: Any, bound: Bound, send: Callable[[list[str], list[str]], Result]) -> Result:
+    """What ``send(prepares, texts)`` gives for ``bound`` as ``EXECUTE`` of named statements
+    (their ``PREPARE`` in front the first time on the session), or as plain text where the
+    connection sends no named statements; a named send that fails with :func:`retried`'s
+    errors is rolled back and sent again as plain text, once, and the connection sends plain
+    text from then on (the statement's own error is raised by that second send)."""
     statements = statements_of(conn.raw)
-    if not named or statements.off:
-        return send([], plain())
+    if statements.off:
+        return send([], _plain(conn, bound))
     prepares, texts, names = statements.parts(bound, conn.quoted)
     try:
-        results = send(prepares, texts)
+        result = send(prepares, texts)
     except psycopg.Error as exc:
         if conn.raw.broken or not retried(exc):
             raise
         if conn.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.raw.execute("ROLLBACK")
-        results = send([], plain())  # the statement's own error is raised here
+        result = send([], _plain(conn, bound))
         statements.give_up(exc)
-        return results
+        return result
     statements.prepared(names)
-    return results
+    return result
 
 
-def rows_named(conn: Any, bound: Bound) -> list[tuple[Any, ...]]:
-    """The rows (tuples) of one read ``bound`` holds, sent on ``conn`` outside a transaction
-    as ``EXECUTE`` of a named statement (its ``PREPARE`` in front the first time on the
-    session), or as plain text where the connection sends no named statements; a named read
-    that fails with :func:`retried`'s errors is sent again as plain text."""
-    [(text, values)] = bound
-    statements = statements_of(conn.raw)
-    if statements.off:
-        return list(conn.raw.execute(text, values).fetchall())
-    prepares, texts, names = statements.parts(bound, conn.quoted)
-    try:
-        cursor = conn.raw.execute("; ".join([*prepares, *texts]))
-    except psycopg.Error as exc:
-        if conn.raw.broken or not retried(exc):
-            raise
-        rows = list(conn.raw.execute(text, values).fetchall())  # its own error raised here
-        statements.give_up(exc)
-        return rows
-    for _ in prepares:
-        cursor.nextset()
-    rows = list(cursor.fetchall())
-    statements.prepared(names)
-    return rows
+def _plain(conn: Any, bound: Bound) -> list[str]:
+    """``bound`` as plain text, its parameters quoted in (as every other statement is sent)."""
+    return [conn.quoted(text, values) for text, values in bound]
