@@ -127,6 +127,13 @@ class PoolerDetected(MemkeeperError):
     exit_code = EXIT_CONFIG
 
 
+class DriverMissing(MemkeeperError):
+    """The database named is on PostgreSQL and this install lacks its driver, the optional
+    extra ``memkeeper[postgres]``; the message says how to install it."""
+
+    exit_code = EXIT_CONFIG
+
+
 class DatabaseUnreachable(MemkeeperError):
     """The database server did not answer within the connect timeout (or refused the connection)."""
 

@@ -46,6 +46,12 @@ def exit_code_of(exc: Exception) -> int:
             message = f"the disk is full ({where}); free some space and run the command again"
             return fail(message, EXIT_CANT_CREATE, exc)
         return fail(where, EXIT_ERROR, exc)
+    # The PostgreSQL driver missing where no opening said so (the extra is not installed).
+    from memkeeper.storage.postgres.driver import missing_driver
+
+    missing = missing_driver(exc)
+    if missing is not None:
+        return fail(str(missing), missing.exit_code, exc)
     # A driver's error untranslated, or a bug: still one line.
     from memkeeper.storage.driver_errors import explain
 

@@ -55,7 +55,11 @@ def migrate_to_command(app: App, url: str, no_vectors: bool, sample: int, as_jso
     """
     if not is_database_url(url):
         raise click.BadParameter("must be a postgresql:// URL", param_hint="URL")
-    from memkeeper.storage.postgres.migrate_to import copy_memory, sample_ids
+    from memkeeper.storage.postgres.driver import driver_needed
+    from memkeeper.storage.postgres.url import parse_url
+
+    with driver_needed(str(parse_url(url))):
+        from memkeeper.storage.postgres.migrate_to import copy_memory, sample_ids
 
     source = app.store(create=False)
     if source.storage.one_database:

@@ -2,7 +2,9 @@
 
 ``settings.url`` (``--db postgresql://…``, ``MEMKEEPER_DB``, ``[database] url``) selects
 PostgreSQL; otherwise the hot file and cold file of :func:`memkeeper.settings.resolve`. The
-PostgreSQL backend (and psycopg) is imported only when a URL names it.
+PostgreSQL backend (and psycopg) is imported only when a URL names it; without the driver
+installed (the extra ``memkeeper[postgres]``) that is :class:`~memkeeper.errors.DriverMissing`,
+which names the extra.
 """
 
 from __future__ import annotations
@@ -21,15 +23,20 @@ def open_storage(settings: Settings, *, create: bool) -> Storage:
     """The storage ``settings`` name; with ``create`` false a missing database is an error."""
     database = settings.config.database
     if settings.url is not None:
-        from memkeeper.storage.postgres.storage import PostgresStorage
+        from memkeeper.storage.postgres.driver import driver_needed
+        from memkeeper.storage.postgres.url import parse_url
 
-        return PostgresStorage(
-            settings.url,
-            create=create,
-            connect_timeout=database.connect_timeout_s,
-            synchronous=database.synchronous,
-            pool_size=database.pool_size,
-        )
+        url = parse_url(settings.url)
+        with driver_needed(str(url)):
+            from memkeeper.storage.postgres.storage import PostgresStorage
+
+            return PostgresStorage(
+                url,
+                create=create,
+                connect_timeout=database.connect_timeout_s,
+                synchronous=database.synchronous,
+                pool_size=database.pool_size,
+            )
     return SqliteStorage(
         settings.hot_path,
         settings.cold_path,
