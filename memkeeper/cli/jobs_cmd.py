@@ -60,6 +60,19 @@ def _summary_line(result: JobResult) -> str:
     return text
 
 
+def _database_of(store: Any) -> dict[str, Any]:
+    """Which database the run used (its path, or its URL with the password masked), and
+    whether opening it for this run created it."""
+    return {"database": str(store.path), "database_created": store.storage.created}
+
+
+def _database_line(store: Any) -> str:
+    """``Database:  PATH`` as ``status`` begins, and ``(new: created by this run)`` when it is."""
+    used = _database_of(store)
+    created = " (new: created by this run)" if used["database_created"] else ""
+    return f"Database:  {used['database']}{created}"
+
+
 def _print_report(report: RunReport) -> None:
     for result in report.results:
         click.echo(_summary_line(result))
@@ -154,8 +167,11 @@ def run_once_command(
             )
     if as_json:
         # A dry run's JSON lists the planned changes, as its text does.
-        print_json(report.to_dict(with_changes=dry_run))
+        document = report.to_dict(with_changes=dry_run)
+        document.update(_database_of(store))
+        print_json(document)
     else:
+        click.echo(_database_line(store))
         _print_report(report)
     if not report.ok:
         failed = [r.job for r in report.results if r.status == "failed"]

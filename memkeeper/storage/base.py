@@ -34,6 +34,10 @@ class Storage:
     """True when cold storage is a table of the hot database (PostgreSQL): a move between
     them is one transaction, with no crash protocol across files."""
 
+    created = False
+    """Whether opening created this database (a first write on a new path or schema), for
+    the commands that say so (``run-once``)."""
+
     hot: Handle
     lock: threading.RLock
     autocheckpoint_pages: int = DEFAULT_AUTOCHECKPOINT

@@ -37,7 +37,8 @@ def open_storage(settings: Settings, *, create: bool) -> Storage:
                 synchronous=database.synchronous,
                 pool_size=database.pool_size,
             )
-    return SqliteStorage(
+    existed = settings.hot_path.exists()
+    storage = SqliteStorage(
         settings.hot_path,
         settings.cold_path,
         busy_timeout_ms=database.busy_timeout_ms,
@@ -49,3 +50,5 @@ def open_storage(settings: Settings, *, create: bool) -> Storage:
             mmap_mb=database.mmap_mb,
         ),
     )
+    storage.created = not existed
+    return storage

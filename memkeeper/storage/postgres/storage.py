@@ -44,6 +44,7 @@ from memkeeper.storage.postgres.pool import (
 )
 from memkeeper.storage.postgres.schema import (
     DEFAULT_SCHEMA,
+    KNOWN_STEPS,
     applied_steps,
     extension_schemas,
     migrate,
@@ -87,7 +88,8 @@ class PostgresStorage(Storage):
             # takes it away again (memkeeper.storage.postgres.as_found).
             self.found_on_opening = found_in(raw, schema)
             raw.rollback()
-            migrate(raw, schema, now=system_now(), where=str(self.url))
+            steps = migrate(raw, schema, now=system_now(), where=str(self.url))
+            self.created = KNOWN_STEPS[0] in steps  # the first step: this opening made it
             raw.autocommit = True
             self._search_path = [schema, *(s for s in extension_schemas(raw) if s != schema)]
         finally:
