@@ -301,15 +301,16 @@ def test_an_admin_names_the_user_in_every_call(store: MemoryStore) -> None:
     ]
 
 
-def test_the_readme_tool_table_is_the_servers_own(store: MemoryStore) -> None:
+def test_the_reference_tool_table_is_the_servers_own(store: MemoryStore) -> None:
     async def go() -> list[types.Tool]:
         async with session(store, Principal("alice")) as client:
             return (await client.list_tools()).tools
 
     rendered = tools_markdown(run(go))
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert readme_table(readme) == rendered, (
-        "README's MCP tool table differs from the server: paste `memkeeper mcp --tools markdown`"
+    page = (REPO / "docs" / "reference" / "mcp.md").read_text(encoding="utf-8")
+    assert readme_table(page) == rendered, (
+        "the MCP tool table of docs/reference/mcp.md differs from the server: paste "
+        "`memkeeper mcp --tools markdown`"
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from memkeeper import __version__, logs, settings
+from memkeeper import logs, settings
 from memkeeper.cli.commands import LazyGroup
 from memkeeper.cli.failures import exit_code_of
 from memkeeper.cli.invocation import App
@@ -112,13 +112,14 @@ def parse_now(_ctx: click.Context, param: click.Parameter, value: str | None) ->
     cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(__version__, prog_name="memkeeper")
+# The installed distribution's version (its metadata, read only when --version is given).
+@click.version_option(package_name="memkeeper", prog_name="memkeeper")
 @click.option(
     "--db",
     type=click.Path(dir_okay=False, path_type=str),
-    help="Memory database file. Default: MEMKEEPER_DB, else database.path in the config, "
-    "else memory.db in the per-user data directory (the order the library and the service "
-    "use too: README, Configuration).",
+    help="Memory database: a file, or a postgresql:// URL. Default: MEMKEEPER_DB, else "
+    "database.url or database.path in the config, else memory.db in the per-user data "
+    "directory (the order the library and the service use too).",
 )
 @click.option(
     "--config",

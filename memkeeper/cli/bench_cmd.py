@@ -26,7 +26,7 @@ from memkeeper.paths import is_database_url
     "--merge",
     is_flag=True,
     help="Instead, time the merge job on --users users (default 10,000) with a few "
-    "duplicates each (README, Performance).",
+    "duplicates each.",
 )
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the generator.")
 @click.option(
@@ -112,7 +112,7 @@ def bench(
     postgres_url: str | None,
     as_json: bool,
 ) -> None:
-    """Measure a maintenance pass on a generated database (README, Performance).
+    """Measure a maintenance pass on a generated database.
 
     Generates a database deterministically, times a full pass (settle, expire, demote, prune)
     with about 10 % due and a second pass right after, times the same changes written as
@@ -121,10 +121,10 @@ def bench(
     the default configuration in a temporary directory: --db, --config and --now do not
     apply. Takes a few minutes at the default size.
 
-    With --search-eval, runs the recall evaluation instead, in temporary databases
-    (README, "Finding memories"): generated users' memories written over a year, questions
-    that paraphrase them, ask for old ones or match nothing; recall@1/3/10 of memkeeper's
-    search keyword-only and hybrid, fresh and aged, beside BM25, dense and RRF baselines,
+    With --search-eval, runs the recall evaluation instead, in temporary databases:
+    generated users' memories written over a year, questions that paraphrase them, ask for
+    old ones or match nothing; recall@1/3/10 of memkeeper's search keyword-only and hybrid,
+    fresh and aged, beside BM25, dense and RRF baselines,
     with the bench's local embeddings stand-in, and the configured endpoint when its API key
     is set.
 
@@ -134,13 +134,13 @@ def bench(
 
     With --mcp-clients N, runs N MCP clients over HTTP instead (the server as memkeeper run
     --mcp serves it) during a full pass and then without one, and reports each tool's
-    latency (README, "Agents in any language: the MCP server").
+    latency.
 
     With --fleet N --postgres URL, starts N memkeeper run --mcp processes (simulated hosts)
     on the scratch database, agents calling each host's endpoint, kills the leader once, and
-    reports the takeover time, the agents' latency through it and errors (README, "Running a
-    fleet"): first the most the fleet serves (agents as fast as they can), then the latency at
-    a stated load (--fleet-rate calls/s per agent, open loop).
+    reports the takeover time, the agents' latency through it and errors: first the most the
+    fleet serves (agents as fast as they can), then the latency at a stated load
+    (--fleet-rate calls/s per agent, open loop).
     """
     if postgres_url is not None and not is_database_url(postgres_url):
         raise click.BadParameter("must be a postgresql:// URL", param_hint="--postgres")

@@ -67,7 +67,7 @@ def _listen_address(_ctx: click.Context, param: click.Parameter, value: str | No
     "--tools",
     "show_tools",
     type=click.Choice(["markdown", "json"]),
-    help="Print the tools (the README's table, or their JSON schemas) and exit.",
+    help="Print the tools (the documentation's table, or their JSON schemas) and exit.",
 )
 @pass_app
 def mcp(

@@ -266,7 +266,7 @@ def install(
     """Write the service definition for this installation and print how to enable it.
 
     The unit (or plist) runs this memkeeper with this database and config file, by absolute
-    path; the database is resolved as for every command (README, Configuration) and printed.
+    path; the database is resolved as for every command and printed.
     A unit that would maintain another database than this account's agents use is refused
     (exit 2) unless --allow-db-mismatch is given. Nothing is enabled or started: the last line
     printed is the one command to do it.
