@@ -2,7 +2,8 @@
 
 The library raises only these (or lets programming errors through); the CLI is the one place
 that turns them into a one-line message and an exit code. Each class carries the exit code the
-CLI uses, so the mapping is written down once, here, and documented in the README.
+CLI uses (``exit_code``), so the mapping is written down once, here; the documentation's
+exit-code reference lists every code.
 
 Messages never contain secrets, and never contain stored memory values: they name the culprit
 (file, key, line, id) and say what is wrong.
@@ -10,7 +11,7 @@ Messages never contain secrets, and never contain stored memory values: they nam
 
 from __future__ import annotations
 
-# Documented exit codes (README "Exit codes").
+# Documented exit codes (docs/reference/exit-codes.md).
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2

@@ -33,7 +33,7 @@ class Message(Record):
 
 @dataclass(frozen=True, slots=True)
 class Episode(Record):
-    """One finished (or abandoned) task: the project-level event log of seed 003."""
+    """One finished (or abandoned) task: the project-level event log."""
 
     id: int
     user_id: str

@@ -5,7 +5,7 @@
 - importing memkeeper, or running a common CLI command, loads neither the scheduler nor the
   LLM SDK;
 - nothing outside a class calls its underscore methods;
-- every name the README imports from memkeeper exists there;
+- every name the docs (the README and the site's pages) import from memkeeper exists there;
 - the job registry, the job order and the config's job sections agree.
 """
 
@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.docs import all_docs_text
 
 import memkeeper
 from memkeeper.config import JOB_ORDER, JobsSection
@@ -118,12 +119,13 @@ def test_nothing_calls_another_objects_underscore_names() -> None:
     assert offenders == []
 
 
-def test_every_name_the_readme_imports_from_memkeeper_exists() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_every_name_the_docs_import_from_memkeeper_exists() -> None:
+    docs = all_docs_text()
     imported = set()
-    for match in re.finditer(r"from memkeeper import ([\w, ]+)", readme):
+    for match in re.finditer(r"from memkeeper import ([\w, ]+)", docs):
         imported |= {name.strip() for name in match.group(1).split(",")}
-    errors_named = set(re.findall(r"`(\w+(?:Error|Input|Found|Busy|Full|Unwritable))`", readme))
+    # Class names only: `isError` (an MCP result's flag) is not one.
+    errors_named = set(re.findall(r"`([A-Z]\w*(?:Error|Input|Found|Busy|Full|Unwritable))`", docs))
     names = imported | errors_named | {"MemkeeperError", "run_once"}
     missing = sorted(name for name in names if not hasattr(memkeeper, name))
     assert missing == []

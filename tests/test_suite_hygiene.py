@@ -17,6 +17,7 @@ from pathlib import Path
 import _pytest.timing
 import pytest
 from freezegun import freeze_time
+from helpers.docs import all_docs_text
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -64,9 +65,8 @@ def test_a_plain_run_runs_everything() -> None:
     assert any(m.startswith("slow:") for m in options["ini_options"]["markers"])
 
 
-def test_the_readme_documents_the_quick_run() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert re.search(r'`pytest -m "not slow"`', readme)
+def test_the_docs_document_the_quick_run() -> None:
+    assert re.search(r'`pytest -m "not slow"`', all_docs_text())
 
 
 @pytest.mark.parametrize("case", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

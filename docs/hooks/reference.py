@@ -9,6 +9,9 @@ it with the part rendered from the code, so the published reference cannot drift
 * ``mcp-prompts`` (reference/mcp.md): the MCP server's prompts and their arguments;
 * ``mcp-protocol-versions`` (reference/mcp.md): the protocol versions the server accepts.
 
+The Python API page (reference/python-api.md) is mkdocstrings' work; this hook only shows the
+docstrings' Sphinx roles (``:class:`~memkeeper.Memory```) as the plain code they name.
+
 An unknown marker fails the build, and so does a page that lost a marker this hook expects
 (:data:`EXPECTED`). ``tests/test_reference_docs.py`` calls the renderers directly.
 """
@@ -161,3 +164,26 @@ def render(markdown: str, page: str) -> str:
 def on_page_markdown(markdown: str, page: Any, **_kwargs: Any) -> str:
     """MkDocs' hook: replace this page's markers."""
     return render(markdown, page.file.src_uri)
+
+
+ROLE = re.compile(
+    r":(?:class|meth|func|mod|data|attr|exc|obj):<code>(?P<tilde>~?)(?P<name>[^<]+)</code>"
+)
+"""A Sphinx cross-reference as the docstrings write it (``:class:`~memkeeper.Memory```),
+once rendered: the role's name before the code span."""
+
+
+def plain_roles(html_text: str) -> str:
+    """The API page's HTML with the docstrings' Sphinx roles shown as plain code, and their
+    literal-block markers (a paragraph ending in ``::``) as a colon."""
+
+    def code(match: re.Match[str]) -> str:
+        name = match["name"].rsplit(".", 1)[-1] if match["tilde"] else match["name"]
+        return f"<code>{name}</code>"
+
+    return ROLE.sub(code, html_text).replace("::</p>", ":</p>")
+
+
+def on_page_content(html_text: str, page: Any, **_kwargs: Any) -> str:
+    """MkDocs' hook: tidy the docstrings rendered into the Python API page."""
+    return plain_roles(html_text) if page.file.src_uri == "reference/python-api.md" else html_text

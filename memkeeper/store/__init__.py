@@ -70,7 +70,7 @@ class MemoryStore:
     ``MemoryStore()`` opens (creating on first use) the database and settings the CLI and the
     service use: ``MEMKEEPER_DB``, else ``database.path`` of the config file
     (``MEMKEEPER_CONFIG``, else the per-user one), else the per-user data directory — see
-    :mod:`memkeeper.settings` and the README's "Configuration". ``MemoryStore(path)`` opens
+    :mod:`memkeeper.settings` and the Configuration reference. ``MemoryStore(path)`` opens
     another file; ``config`` is a Config or a config file path (default: the config file, so
     ``[limits]`` etc. apply to every caller alike). ``clock`` supplies "now" (tests and the
     CLI's ``--now`` pass a fixed one); ``actor`` prefixes the change log's actor column.
