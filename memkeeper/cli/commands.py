@@ -34,6 +34,7 @@ COMMAND_MODULES = {
     "bench": "bench_cmd",
     "demo": "demo_cmd",
     "mcp": "mcp_cmd",
+    "ui": "ui_cmd",
     **dict.fromkeys(("backup", "restore-backup"), "backup_cmd"),
     "migrate-to": "migrate_cmd",
     "summarize": "summarize_cmd",

@@ -1,0 +1,128 @@
+"""The overview (``/``): memories by state and kind, 90 days of changes, the database's
+size, search by meaning, the jobs' last and next runs, and what needs an operator."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from memkeeper.records import KINDS, STATES
+from memkeeper.ui import chart, html, reads
+from memkeeper.ui.html import link, tag
+from memkeeper.ui.web import View
+
+
+def size_text(size: int | None) -> str:
+    if size is None:
+        return "absent"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+def minute(iso: str | None) -> str:
+    return "-" if not iso else iso[:16].replace("T", " ") + " UTC"
+
+
+def counts_table(counts: dict[str, dict[str, int]]) -> html.Html:
+    rows = []
+    for state in STATES:
+        kinds = counts.get(state, {})
+        cells: list[Any] = [state]
+        for kind in KINDS:
+            cells.append(tag("span", kinds.get(kind, 0), data_figure=f"{state}.{kind}"))
+        cells.append(tag("b", sum(kinds.values()), data_figure=f"{state}.total"))
+        rows.append(cells)
+    return html.table(["state", *KINDS, "total"], rows, class_="counts")
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> html.Html:
+    rows = []
+    for job in jobs:
+        last = job["last_run"]
+        changes = (last or {}).get("counts", {}).get("changes") or {}
+        rows.append(
+            [
+                job["job"],
+                job["schedule"] + ("" if job["enabled"] else " (disabled)"),
+                link(f"/runs/{last['run_id']}", minute(last["started_at"])) if last else "never",
+                tag("span", last["status"], data_job_status=job["job"]) if last else "-",
+                ", ".join(f"{k} {v}" for k, v in sorted(changes.items())) or "-",
+                tag("span", minute(job["next_run"]), data_next_run=job["job"]),
+            ]
+        )
+    return html.table(["job", "schedule", "last run", "outcome", "changes", "next run"], rows)
+
+
+def overview_body(data: dict[str, Any]) -> html.Html:
+    hot = data["files"]["hot"]
+    cold = data["files"].get("cold")
+    search = data["search"]
+    cards = [
+        ("memories", sum(sum(k.values()) for k in data["counts"].values()), "memories"),
+        ("messages", data["messages"]["total"], "messages"),
+        ("unsummarized", data["messages"]["unsummarized"], "unsummarized"),
+        ("episodes", data["episodes"], "episodes"),
+        ("database", size_text(hot["bytes"]["db"]), "db_bytes"),
+        ("change log rows", hot["tables"].get("changes", {}).get("rows", 0), "changes"),
+        ("embedded", f"{search['share']:.0%}", "embedded"),
+    ]
+    if cold is not None:
+        cards.insert(5, ("cold file", size_text(cold["bytes"]["db"]), "cold_bytes"))
+    warnings = [tag("p", warning, class_="warn") for warning in data["operator_warnings"]]
+    figures = data["chart"]
+    graph = chart.stacked_bars(
+        figures["days"], figures["series"], title="changes per day, last 90 days"
+    )
+    search_line = (
+        f"{search['embedded']} of {search['live_entries']} live entries have a vector; "
+        + (
+            f"search is keyword-only: {search['keyword_only_reason']}"
+            if search["keyword_only_reason"]
+            else "search works by meaning and keywords"
+        )
+    )
+    service = data["service"]
+    return html.join(
+        [
+            *warnings,
+            tag(
+                "div",
+                *(
+                    tag("div", tag("b", value, data_figure=key), label, class_="card")
+                    for label, value, key in cards
+                ),
+                class_="cards",
+            ),
+            tag("h2", "Memories by state and kind"),
+            counts_table(data["counts"]),
+            tag("h2", "Changes per day, last 90 days"),
+            graph,
+            tag("h2", "Search"),
+            tag("p", search_line, data_search=True),
+            tag("h2", "Jobs"),
+            tag(
+                "p",
+                f"service running (pid {service['pid']})"
+                if service.get("running")
+                else "service not running (memkeeper run, or memkeeper service install)",
+                class_="note",
+            ),
+            jobs_table(data["jobs"]),
+            tag("p", f"database: {hot['path']}", class_="note"),
+        ]
+    )
+
+
+async def overview(view: View) -> Any:
+    if not view.principal.admin:
+        from starlette.responses import RedirectResponse
+
+        return RedirectResponse(f"/users/{quote(view.principal.user or '', safe='')}", 303)
+    data = reads.overview(view.store)
+    if view.wants_json:
+        return view.json(data)
+    return view.render("Overview", overview_body(data), here="/")
