@@ -30,8 +30,7 @@ class SearchSection(Section):
         "relative",
         description="How the keyword and vector lists are fused: relative (each list's scores "
         "on its own scale: BM25 / the best BM25, and (cosine - mean) / (best - mean) over the "
-        "user's entries) or rrf (reciprocal rank: 1 / (rrf_k + rank)). README, Finding "
-        "memories.",
+        "user's entries) or rrf (reciprocal rank: 1 / (rrf_k + rank)).",
     )
     weight_similarity: float = Field(
         1.0,
@@ -75,7 +74,8 @@ class SearchSection(Section):
         3.0,
         ge=0,
         le=100,
-        description="Share of confidence in the prior (seed 003: confidence x 3).",
+        description="Share of confidence in the prior: at 3 (with weight_recency 1) confidence "
+        "counts three times as much as recent use.",
     )
     weight_recency: float = Field(
         1.0,

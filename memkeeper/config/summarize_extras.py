@@ -25,7 +25,7 @@ class ExtractSection(Section):
         ge=0,
         le=1,
         description="Candidates the model is less sure of than this (0-1) are dropped and "
-        "counted (seed 003: below 0.7 not stored).",
+        "counted.",
     )
     max_candidates: int = Field(
         30,
