@@ -24,8 +24,7 @@ class ExtractSection(Section):
         0.7,
         ge=0,
         le=1,
-        description="Candidates the model is less sure of than this (0-1) are dropped and "
-        "counted.",
+        description="Candidates the model is less sure of than this (0-1) are dropped and counted.",
     )
     max_candidates: int = Field(
         30,
