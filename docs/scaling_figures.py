@@ -1,4 +1,4 @@
-"""The figures of docs/scaling.md that ``memkeeper bench`` does not print (from a checkout).
+"""The figures of docs/guides/scaling.md that ``memkeeper bench`` does not print (from a checkout).
 
     python docs/scaling_figures.py sizes  postgresql:///scratch [--memories 100000 --users 1000]
     python docs/scaling_figures.py writes postgresql:///scratch [--seconds 10]

@@ -16,7 +16,7 @@ import freezegun
 import pytest
 from fake_llm import FakeLLM, summarize_config
 
-# The user-filter audit of memkeeper's PostgreSQL statements (docs/scaling.md): its hooks.
+# The user-filter audit of memkeeper's PostgreSQL statements (docs/guides/scaling.md): its hooks.
 from helpers.statement_audit import (  # noqa: F401
     pytest_configure,
     pytest_sessionfinish,

@@ -508,14 +508,16 @@ def test_the_index_job_and_search_share_one_embedder(
 def test_the_readmes_local_embeddings_example(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's block, pointed at a local server (the fake, at the block's dimension):
+    """The docs' block, pointed at a local server (the fake, at the block's dimension):
     the index job and search use it, while [llm] keeps its own endpoint and key."""
     import tomllib
 
+    from helpers.docs import all_docs_text
+
     from memkeeper.maintenance.runner import run_once
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("#### Local embeddings") :]
+    docs = all_docs_text()
+    section = docs[docs.index("Local embeddings, without a cloud key") :]
     block = section[
         section.index("```toml\n") + 8 : section.index("```\n", section.index("```toml"))
     ]

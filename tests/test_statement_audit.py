@@ -1,4 +1,4 @@
-"""The user-filter audit's own tests (issue 23 item 7, docs/scaling.md): the checker finds a
+"""The user-filter audit's own tests (issue 23 item 7, docs/guides/scaling.md): the checker finds a
 planted unfiltered statement, passes filtered ones, and a run that records one fails, with
 and without pytest-xdist. The audit of the real statements runs on every suite run
 (tests/helpers/statement_audit.py) and alone in tests/postgres/test_user_filter.py."""

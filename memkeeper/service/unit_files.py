@@ -95,7 +95,7 @@ def _under(path: Path, roots: tuple[Path, ...]) -> bool:
 def _sandbox(inst: Installation) -> list[str]:
     """The hardening lines for a unit of ``inst`` (see the module docstring)."""
     lines = [
-        "# Hardening: see docs/service.md. memkeeper writes only its database directory.",
+        "# Hardening: see docs/guides/service.md. memkeeper writes only its database directory.",
         "NoNewPrivileges=yes",
     ]
     if inst.scope == "system":

@@ -81,7 +81,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     reporter.write_sep("=", f"{len(found)} statement(s) without a user filter", red=True)
     reporter.write_line(
         "memkeeper sent these to PostgreSQL on distributed tables without a user_id filter; "
-        "add one, or (a job's scan over every user) document it in docs/scaling.md and "
+        "add one, or (a job's scan over every user) document it in docs/guides/scaling.md and "
         "tests/helpers/user_filter_allowed.py"
     )
     for problem in sorted(set(found)):

@@ -1,7 +1,7 @@
 """The statements memkeeper sends to PostgreSQL, recorded for the user-filter audit.
 
 Issue 23 item 7: a memory larger than one primary is distributed by ``user_id``
-(docs/scaling.md), which only works when every statement the store issues on memory rows
+(docs/guides/scaling.md), which only works when every statement the store issues on memory rows
 names the user it is about. :class:`Recorder` wraps psycopg's ``Cursor.execute``,
 ``executemany`` and ``copy`` (the one place every statement passes, ``psycopg.sql``
 compositions and the raw connection's calls included, without touching memkeeper's code),

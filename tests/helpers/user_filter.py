@@ -1,4 +1,4 @@
-"""The user-filter rule of docs/scaling.md, judged on recorded statements (issue 23 item 7).
+"""The user-filter rule of docs/guides/scaling.md, judged on recorded statements (issue 23 item 7).
 
 A memory larger than one primary is distributed by ``user_id``: every statement on a
 distributed table must then name the user(s) it is about, or it runs on every shard. This
@@ -15,7 +15,7 @@ table, a **user filter** on that table:
 
 A statement that reads or writes a distributed table without one is a **violation**, unless
 it matches an entry of :data:`ALLOWED` (the jobs' documented scans, each explained in
-docs/scaling.md under its name). Statements on other tables (``job_runs``,
+docs/guides/scaling.md under its name). Statements on other tables (``job_runs``,
 ``schema_migrations``, the catalogs), DDL, ``SET``, and transaction control are not judged.
 """
 
@@ -36,7 +36,7 @@ logging.getLogger("sqlglot").setLevel(logging.ERROR)
 DISTRIBUTED = frozenset(
     {"memories", "cold_memories", "vectors", "uses", "messages", "episodes", "changes"}
 )
-"""The tables distributed by user_id in docs/scaling.md ("Tables")."""
+"""The tables distributed by user_id in docs/guides/scaling.md ("Tables")."""
 
 _DDL = re.compile(r"\s*(CREATE|ALTER|DROP|VACUUM|ANALYZE|COMMENT|GRANT|REVOKE)\b", re.I)
 """Schema statements: not judged, and not parsed (the DDL steps are long)."""

@@ -1,5 +1,5 @@
-"""The statements allowed without a user filter, by name (docs/scaling.md, "Statements without
-a user filter" explains each name).
+"""The statements allowed without a user filter, by name (docs/guides/scaling.md,
+"Statements without a user filter" explains each name).
 
 Each entry lists **shapes**: a statement as :func:`helpers.user_filter.shape` writes it
 (one line, string literals as ``?``, numbers as ``0``, a list of placeholders as one ``%s``,
@@ -11,7 +11,7 @@ without a user filter fails the audit. Three kinds:
 - ``all-*``: the operator's whole-memory reads (status, export, log), and the migration;
 - ``id-*``: rows addressed by their id after a user-filtered read or a job's scan found them;
   on one primary an index look-up, on a distributed memory a statement on every shard: the
-  work list of docs/scaling.md, "Before distributing".
+  work list of docs/guides/scaling.md, "Before distributing".
 """
 
 from __future__ import annotations

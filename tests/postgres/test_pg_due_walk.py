@@ -17,7 +17,7 @@ from memkeeper.storage.postgres.due_walk import owner_ordered_batches
 pytestmark = pytest.mark.postgres
 
 # Jobs' own predicates (expire's by kind, and settle's shape by state), with a cutoff past
-# every row: the statements stay those the user-filter audit knows (docs/scaling.md).
+# every row: the statements stay those the user-filter audit knows (docs/guides/scaling.md).
 ACTIVE_FACTS = (
     "state = 'active' AND kind = ? AND updated_at < ? AND last_used_at < ? AND pinned = 0"
     " AND ttl_days IS NULL"

@@ -1,4 +1,4 @@
-"""The user-filter rule on a representative workload, alone (issue 23 item 7, docs/scaling.md).
+"""The user-filter rule on a representative workload, alone (docs/guides/scaling.md).
 
 The suite's audit (tests/helpers/statement_audit.py) judges every statement of a whole run;
 this module runs the agents' calls and a maintenance pass on PostgreSQL under a recorder of
@@ -67,7 +67,7 @@ def test_the_agents_calls_name_their_user(pg_suite_url: str) -> None:
     assert violations(seen) == []
     scans = {allowed_as(t) for t in on_tables} - {None}
     # No job's scan; one whole-table read: a keyword-only search looks for any vector at all
-    # (docs/scaling.md, "all-vector-presence"); rows by id after a user-filtered read.
+    # (docs/guides/scaling.md, "all-vector-presence"); rows by id after a user-filtered read.
     assert {n for n in scans if not n.startswith("id-")} == {"all-vector-presence"}, scans
 
 

@@ -229,7 +229,7 @@ def _nearest_by_index(
     and order as the exact statement. Twice ``depth`` are taken from the index, for the
     entries the filters drop (another namespace or kind, a stale vector). The outer read
     names the user too (the rows are the user's already): every statement on ``vectors``
-    carries its user filter (docs/scaling.md)."""
+    carries its user filter (docs/guides/scaling.md)."""
     statement = sql.SQL(
         "WITH near AS MATERIALIZED ("
         " SELECT memory_id FROM {vectors} WHERE model = {model} AND dims = {dims}"

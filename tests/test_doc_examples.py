@@ -1,40 +1,43 @@
-"""The README runs as written: every Python and shell example in it is executed.
+"""The docs run as written: every Python and shell example of the README and of every page
+of the documentation site (``docs/**/*.md``) is executed.
 
 The tour cannot drift from the code: a renamed method, a changed option or a missing file
-makes this test fail with the README line of the block at fault.
+makes this test fail with the page and line of the block at fault.
 
 How blocks are found and run:
 
-* Fenced blocks are read from README.md. ```python (``py``) blocks and ```sh / ```bash /
-  ```shell / ```console blocks run; every other block (JSON, text, a formula) does not,
-  except that ```toml blocks are validated against the config schema
-  (:func:`memkeeper.config.parse_config`).
+* Fenced blocks are read from README.md and every ``docs/**/*.md``. ```python (``py``)
+  blocks and ```sh / ```bash / ```shell / ```console blocks run; every other block (JSON,
+  text, a formula) does not, except that ```toml blocks are validated against the config
+  schema (:func:`memkeeper.config.parse_config`).
 * A block preceded, on the line right above its fence, by
   ``<!-- readme-test: skip (REASON) -->`` is not run (a long-running server, an API key, the
   network, the whole test suite). The reason is required: a skip comment without one, in any
   other form, or not followed by a block fails the test.
-* The runnable blocks of one section (the text under one heading) run in order, as a
+* The runnable blocks of one section (the text under one heading of one page) run in order, as a
   continuing tour: they share one scratch HOME (``XDG_DATA_HOME`` and ``XDG_CONFIG_HOME``
   under it, no ``MEMKEEPER_*`` variable and no API key set, so ``MemoryStore()`` and
   ``memkeeper`` use a new per-user database there) and one working directory; the Python
   blocks of the section also share their variables. Each section starts from nothing.
-* Python blocks are executed in this process, compiled so that a traceback names README
-  lines; the stores they opened are closed afterwards.
+* Python blocks are executed in this process, compiled so that a traceback names the
+  page's lines; the stores they opened are closed afterwards.
 * Shell blocks run under ``bash`` with ``set -eo pipefail``: ``memkeeper`` is the virtual
   environment's entry point, the working directory holds a link to the repository's
   ``examples/`` (so ``examples/agent_memory.json`` resolves as in a checkout), and the first
-  failing command is reported with its README line. In a ```console block, lines starting
+  failing command is reported with its page and line. In a ```console block, lines starting
   with ``$ `` are the commands and the rest is output (not compared). Creating and
   activating a virtual environment and ``pip install`` are not run (this suite already runs
   in an installed environment); every ``pip install`` line, skipped block or not, must
   install this project (``.`` or ``memkeeper``) with extras that pyproject.toml defines.
+* A tutorial is one tour: on a page with the line ``<!-- readme-test: one-tour -->``, all the
+  runnable blocks of the page run in order as one section (its first heading's).
 * Every section runs twice: on SQLite, and on PostgreSQL (the suite's test server; the
   default database, ``MemoryStore()`` and ``memkeeper`` without ``--db``, is then the test
   PostgreSQL database, emptied first, through ``MEMKEEPER_DB``). A block about SQLite's own
   files, preceded by ``<!-- readme-test: sqlite-only (REASON) -->``, runs on SQLite only.
 * Every ``memkeeper ...`` command line in a shell block, skipped or not, must parse: the
   command exists and takes the options given (click parses it; nothing is run).
-* Every error class the README names is importable from ``memkeeper``.
+* Every error class the docs name is importable from ``memkeeper``.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ from memkeeper.config import parse_config
 from memkeeper.errors import MemkeeperError
 
 REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+ONE_TOUR = "<!-- readme-test: one-tour -->"
 SKIP = re.compile(r"^<!-- readme-test: (?P<kind>skip|sqlite-only) \((?P<reason>.*)\) -->$")
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
 PYTHON = {"python", "py", "python3"}
@@ -82,12 +86,13 @@ ERROR_SUFFIXES = (
 
 
 class ReadmeFormatError(ValueError):
-    """The README breaks the block conventions (a skip without a reason, an open fence)."""
+    """A page breaks the block conventions (a skip without a reason, an open fence)."""
 
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced block: its language, the line of its opening fence, its text, its section."""
+    """One fenced block: its language, the line of its opening fence, its text, its section,
+    and the page it is on (relative to the repository)."""
 
     lang: str
     line: int
@@ -97,6 +102,8 @@ class Block:
     sqlite_only: str | None = None
     """Why the block is about SQLite's files (``<!-- readme-test: sqlite-only (...) -->``): it
     runs in the SQLite tour only, not in the one on PostgreSQL."""
+    page: str = "README.md"
+    """The page the block is on, relative to the repository (README.md, docs/...)."""
 
     @property
     def runnable(self) -> bool:
@@ -114,8 +121,12 @@ def parse_blocks(text: str, name: str = "README.md") -> list[Block]:
     skip: str | None = None
     sqlite_only: str | None = None
     index = 0
+    one_tour = ONE_TOUR in lines
     while index < len(lines):
         line = lines[index]
+        if line.strip() == ONE_TOUR:
+            index += 1
+            continue
         if line.lstrip().startswith("<!--") and "readme-test" in line:
             match = SKIP.match(line.strip())
             if match is None or not match["reason"].strip():
@@ -138,7 +149,7 @@ def parse_blocks(text: str, name: str = "README.md") -> list[Block]:
             continue
         fence = FENCE.match(line)
         if fence is None:
-            if line.startswith("#"):
+            if line.startswith("#") and not (one_tour and section != "(top)"):
                 section = line.lstrip("#").strip()
             index += 1
             continue
@@ -152,29 +163,40 @@ def parse_blocks(text: str, name: str = "README.md") -> list[Block]:
             raise ReadmeFormatError(f"{name}:{index + 1}: this code block is never closed")
         # A block indented in a list item: its lines lose the fence's indentation.
         code = "\n".join(line[indent:] for line in lines[index + 1 : end]) + "\n"
-        blocks.append(Block(fence["lang"].lower(), index + 1, code, section, skip, sqlite_only))
+        blocks.append(
+            Block(fence["lang"].lower(), index + 1, code, section, skip, sqlite_only, name)
+        )
         skip = sqlite_only = None
         index = end + 1
     return blocks
 
 
-BLOCKS = parse_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [
+    block
+    for page in PAGES
+    for block in parse_blocks(page.read_text(encoding="utf-8"), page.relative_to(REPO).as_posix())
+]
 
 
 def sections() -> list[list[Block]]:
-    """The runnable blocks grouped by section, in README order."""
-    groups: dict[str, list[Block]] = {}
+    """The runnable blocks grouped by page and section, in page order."""
+    groups: dict[tuple[str, str], list[Block]] = {}
     for block in BLOCKS:
         if block.runnable:
-            groups.setdefault(block.section, []).append(block)
+            groups.setdefault((block.page, block.section), []).append(block)
     return list(groups.values())
+
+
+def page_line(block: Block, line: int) -> str:
+    """The text of a line of the block's page (1-based), stripped."""
+    return (REPO / block.page).read_text(encoding="utf-8").splitlines()[line - 1].strip()
 
 
 # -- shell lines: what runs, what is only checked ---------------------------------------------
 
 
 def shell_lines(block: Block) -> list[str]:
-    """The block's lines as shell code, one per README line (console output lines blank)."""
+    """The block's lines as shell code, one per page line (console output lines blank)."""
     lines = block.code.splitlines()
     if block.lang != "console":
         return lines
@@ -208,7 +230,7 @@ def runnable_line(line: str) -> str:
 
 
 def all_shell_steps() -> list[tuple[Block, int, str]]:
-    """(block, README line, step) for every ``&&``/``;``/``|`` step of every shell block."""
+    """(block, page line, step) for every ``&&``/``;``/``|`` step of every shell block."""
     found = []
     for block in BLOCKS:
         if block.lang not in SHELL:
@@ -254,24 +276,25 @@ def run_shell(block: Block, cwd: Path, env: dict[str, str]) -> None:
         return
     failed = re.search(r"readme-test: failed at script line (\d+)", result.stderr)
     line = block.line + int(failed.group(1)) - len(HEADER) if failed else block.line
-    readme_line = README.read_text(encoding="utf-8").splitlines()[line - 1].strip()
     pytest.fail(
-        f"README.md:{line}: the shell command exits {result.returncode}: {readme_line}\n"
+        f"{block.page}:{line}: the shell command exits {result.returncode}: "
+        f"{page_line(block, line)}\n"
         f"--- stdout ---\n{result.stdout}--- stderr ---\n{result.stderr}",
         pytrace=False,
     )
 
 
 def run_python(block: Block, namespace: dict[str, Any]) -> None:
-    # Leading newlines put the block at its own lines: tracebacks name README lines.
-    code = compile("\n" * block.line + block.code, str(README), "exec")
+    # Leading newlines put the block at its own lines: tracebacks name the page's lines.
+    filename = str(REPO / block.page)
+    code = compile("\n" * block.line + block.code, filename, "exec")
     try:
         exec(code, namespace)
     except Exception as exc:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(README)]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
         line = frames[-1].lineno if frames else block.line
         pytest.fail(
-            f"README.md:{line}: the python block (README.md:{block.line}) fails:\n"
+            f"{block.page}:{line}: the python block ({block.page}:{block.line}) fails:\n"
             f"{traceback.format_exc()}",
             pytrace=False,
         )
@@ -284,7 +307,9 @@ def close_stores(namespace: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    "blocks", sections(), ids=[f"L{group[0].line}-{group[0].section}" for group in sections()]
+    "blocks",
+    sections(),
+    ids=[f"{group[0].page}:L{group[0].line}-{group[0].section}" for group in sections()],
 )
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -318,7 +343,7 @@ def test_the_sections_blocks_run(
         monkeypatch.setenv("MEMKEEPER_DB", url)
     env = dict(os.environ)
     env["PATH"] = f"{entry_point(tmp_path)}{os.pathsep}{env.get('PATH', '')}"
-    namespace: dict[str, Any] = {"__name__": "__readme__"}
+    namespace: dict[str, Any] = {"__name__": "__docs__"}
     try:
         for block in blocks:
             if not block.runs_on(backend):
@@ -336,14 +361,22 @@ def test_the_sections_blocks_run(
 
 def test_the_readme_has_runnable_python_and_shell_blocks() -> None:
     langs = {block.lang for block in BLOCKS if block.runnable}
-    assert langs & PYTHON, "no Python block of the README runs"
-    assert langs & SHELL, "no shell block of the README runs"
+    assert langs & PYTHON, "no Python block of the docs runs"
+    assert langs & SHELL, "no shell block of the docs runs"
+    readme = {block.lang for block in BLOCKS if block.runnable and block.page == "README.md"}
+    assert readme & PYTHON and readme & SHELL, "the README's tour no longer runs"
+
+
+def test_every_page_of_the_site_is_read() -> None:
+    pages = {block.page for block in BLOCKS}
+    assert "README.md" in pages
+    assert any(page.startswith("docs/getting-started/") for page in pages)
 
 
 def test_every_skip_names_its_reason() -> None:
     for block in BLOCKS:
         if block.skip is not None:
-            assert block.skip.strip(), f"README.md:{block.line}: a skip without a reason"
+            assert block.skip.strip(), f"{block.page}:{block.line}: a skip without a reason"
 
 
 @pytest.mark.parametrize(
@@ -387,6 +420,12 @@ def test_a_sqlite_only_block_runs_on_sqlite_and_not_on_postgresql() -> None:
     assert not first.runs_on("postgres") and second.runs_on("postgres")
 
 
+def test_a_one_tour_page_is_one_section() -> None:
+    text = f"# Tutorial\n{ONE_TOUR}\n## 1\n```python\nx = 1\n```\n## 2\n```python\nx\n```\n"
+    first, second = parse_blocks(text)
+    assert first.section == second.section == "Tutorial"
+
+
 def test_a_block_indented_in_a_list_item_is_found() -> None:
     text = "- a step:\n\n  ```sh\n  memkeeper status\n  ```\n- next\n"
     (block,) = parse_blocks(text)
@@ -404,20 +443,24 @@ def test_pip_installs_name_this_project_and_its_real_extras() -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     project = pyproject["project"]["name"]
     extras = set(pyproject["project"].get("optional-dependencies", {}))
-    installs = [(line, step) for _b, line, step in all_shell_steps() if is_pip_install(step)]
-    assert installs, "the README no longer says how to install memkeeper"
+    installs = [
+        (f"{block.page}:{line}", step)
+        for block, line, step in all_shell_steps()
+        if is_pip_install(step)
+    ]
+    assert installs, "the docs no longer say how to install memkeeper"
     for line, step in installs:
         words = shlex.split(step, comments=True)
         targets = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
-        assert targets, f"README.md:{line}: pip install of nothing: {step}"
+        assert targets, f"{line}: pip install of nothing: {step}"
         for target in targets:
             match = re.fullmatch(r"(?P<name>[^\[\]]+)(?:\[(?P<extras>[^\]]*)\])?", target)
             assert match and match["name"] in (".", project), (
-                f"README.md:{line}: installs {target!r}, not this project"
+                f"{line}: installs {target!r}, not this project"
             )
             named = {e.strip() for e in (match["extras"] or "").split(",") if e.strip()}
             assert named <= extras, (
-                f"README.md:{line}: extra(s) {sorted(named - extras)} not in pyproject.toml "
+                f"{line}: extra(s) {sorted(named - extras)} not in pyproject.toml "
                 f"(it defines {sorted(extras)})"
             )
 
@@ -446,22 +489,24 @@ def parse_command(words: list[str]) -> None:
 
 def test_every_memkeeper_command_line_parses() -> None:
     commands = [
-        (line, step) for _b, line, step in all_shell_steps() if step.split()[0] == "memkeeper"
+        (f"{block.page}:{line}", step)
+        for block, line, step in all_shell_steps()
+        if step.split()[0] == "memkeeper"
     ]
-    assert len(commands) >= 10, "fewer memkeeper commands in the README than expected"
+    assert len(commands) >= 10, "fewer memkeeper commands in the docs than expected"
     for line, step in commands:
         words = [w for w in shlex.split(step, comments=True)[1:]]
         try:
             parse_command(words)
         except click.ClickException as exc:
-            pytest.fail(f"README.md:{line}: {step}\n  {exc.format_message()}", pytrace=False)
+            pytest.fail(f"{line}: {step}\n  {exc.format_message()}", pytrace=False)
 
 
 def test_toml_blocks_are_valid_configuration() -> None:
     tomls = [block for block in BLOCKS if block.lang == "toml"]
     for block in tomls:
         data = tomllib.loads(block.code)
-        parse_config(data, Path(f"README.md:{block.line}"))
+        parse_config(data, Path(f"{block.page}:{block.line}"))
 
 
 def named_error_classes(text: str) -> set[str]:
@@ -477,13 +522,13 @@ def named_error_classes(text: str) -> set[str]:
     return {name for name in names if name in known or name.endswith(ERROR_SUFFIXES)}
 
 
-def test_every_error_class_the_readme_names_is_importable_from_memkeeper() -> None:
-    named = named_error_classes(README.read_text(encoding="utf-8"))
+def test_every_error_class_the_docs_name_is_importable_from_memkeeper() -> None:
+    named = set().union(*(named_error_classes(p.read_text(encoding="utf-8")) for p in PAGES))
     assert {"MemkeeperError", "InvalidInput", "NotFound", "LockBusy"} <= named
     for name in sorted(named):
         cls = getattr(memkeeper, name, None)
         assert isinstance(cls, type) and issubclass(cls, Exception), (
-            f"the README names {name}, but `from memkeeper import {name}` fails"
+            f"the docs name {name}, but `from memkeeper import {name}` fails"
         )
         assert name in memkeeper.__all__, f"{name} is importable but not in memkeeper.__all__"
 
@@ -497,25 +542,3 @@ def test_every_error_class_of_memkeeper_errors_is_exported() -> None:
         if isinstance(value, type) and issubclass(value, MemkeeperError)
     }
     assert sorted(defined - set(memkeeper.__all__)) == []
-
-
-def test_the_command_list_names_every_command() -> None:
-    """The command line section's "Commands:" list names every command the CLI registers,
-    and every subcommand of its groups (``review list|keep|drop|sessions``)."""
-    from memkeeper.cli import cli
-
-    text = README.read_text(encoding="utf-8")
-    listed = re.search(r"^Commands: (.*?)\. Read commands", text, re.M | re.S)
-    assert listed, "the command line section has no 'Commands:' list"
-    names = set()
-    for item in re.findall(r"`([^`]+)`", listed.group(1)):
-        command, _, subs = item.partition(" ")
-        names.add(command)
-        names.update(f"{command} {sub}" for sub in subs.split("|") if sub)
-    registered = set()
-    for name, command in cli.commands.items():
-        registered.add(name)
-        if isinstance(command, click.Group):
-            registered.update(f"{name} {sub}" for sub in command.commands)
-    assert registered - names == set(), "commands missing from the README's list"
-    assert names - registered == set(), "the README lists commands that do not exist"
