@@ -272,6 +272,39 @@ def test_the_python_api_page_documents_every_export() -> None:
     assert missing == [], f"exports missing from docs/reference/python-api.md: {missing}"
 
 
+# -- words for users ---------------------------------------------------------------------------
+
+INTERNAL = re.compile(r"\bREADME(?:'s)?(?:, | ?\(| ?\")|\bissue \d+|\bseed \d{3}|§")
+"""What users cannot look up: README sections (``README, Performance``, ``README's
+"Configuration"``: the README is now a front door), issue numbers, the seed articles."""
+
+
+def help_texts() -> dict[str, str]:
+    """Every command's and option's help, as the CLI reference shows it."""
+    texts: dict[str, str] = {}
+    for path in [(), *command_paths()]:
+        command: click.Command = cli
+        for name in path:
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
+        label = " ".join(("memkeeper", *path))
+        texts[label] = command.help or ""
+        for param in command.params:
+            if isinstance(param, click.Option):
+                texts[f"{label} {param.opts[0]}"] = param.help or ""
+    return texts
+
+
+def test_the_reference_speaks_to_users() -> None:
+    reference = hook()
+    texts = {page.name: page.read_text(encoding="utf-8") for page in REFERENCE.glob("*.md")}
+    texts["changelog.md"] = (DOCS / "changelog.md").read_text(encoding="utf-8")
+    texts |= {f"generated {name}": render() for name, render in reference.RENDERERS.items()}
+    texts |= help_texts()
+    found = {name: INTERNAL.findall(text) for name, text in texts.items() if INTERNAL.search(text)}
+    assert found == {}
+
+
 # -- the site --------------------------------------------------------------------------------
 
 
@@ -297,3 +330,5 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     assert "busy_timeout_ms" in config_page
     api_page = (site / "reference" / "python-api" / "index.html").read_text(encoding="utf-8")
     assert "memkeeper.MemoryStore.remember" in api_page
+    # The docstrings rendered into the API page speak to users too.
+    assert INTERNAL.findall(api_page) == []
