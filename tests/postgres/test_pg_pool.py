@@ -11,7 +11,6 @@ import psycopg
 import pytest
 from helpers.logs import capture_logs
 from psycopg import sql
-from psycopg_pool import PoolClosed
 
 from memkeeper.errors import (
     EXIT_BUSY,
@@ -19,7 +18,7 @@ from memkeeper.errors import (
     AuthenticationFailed,
     DatabaseUnreachable,
 )
-from memkeeper.storage.postgres.pool import Pool, connect
+from memkeeper.storage.postgres.pool import Pool, PoolClosed, connect
 from memkeeper.storage.postgres.url import parse_url
 
 PASSWORD = "s3cret-Pa55word"

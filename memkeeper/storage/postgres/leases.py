@@ -21,8 +21,9 @@ connection.
 
 A leased connection the server dropped is replaced for the rest of the lease by a new one
 opened directly (so a refused password or a dead host says so at once, as on a store's
-first connect); the dead one goes back to the pool, which replaces it, and the pool's idle
-connections are tested then (after a restart, they died too).
+first connect); the dead one goes back to the pool, which closes it, the pool's idle
+connections are tested then (after a restart, they died too), and the new one joins the pool
+in the dead one's place when the lease ends.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ class ConnectionLease:
         log.info("a pooled connection was lost: reconnecting", where=self.where)
         if held.borrowed is not None:
             dead, held.borrowed = held.borrowed, None
-            self.pool.putconn(dead)  # closed by now: the pool replaces it
+            self.pool.putconn(dead)  # closed by now: the pool frees its place
             with contextlib.suppress(psycopg.Error):
                 self.pool.check()  # a restart killed the idle ones too
         fresh = self._open_direct()
@@ -190,8 +191,8 @@ class ConnectionLease:
         # only what differs for its own thread (``_settle``), usually nothing.
         if held.borrowed is raw:
             self.pool.putconn(raw)
-        else:  # a direct connection that replaced a dead one
-            raw.close()
+        else:  # a direct connection that replaced a dead one: the pool's now, in its place
+            self.pool.adopt(raw)
 
     def status(self) -> dict[str, int]:
         """The pool at a glance: its most (``size``), how many are open and in use, and

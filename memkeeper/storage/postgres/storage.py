@@ -91,63 +91,36 @@ class PostgresStorage(Storage):
             steps = migrate(raw, schema, now=system_now(), where=str(self.url))
             self.created = KNOWN_STEPS[0] in steps  # the first step: this opening made it
             raw.autocommit = True
-            self._search_path = [schema, *(s for s in extension_schemas(raw) if s != schema)]
+            search_path = [schema, *(s for s in extension_schemas(raw) if s != schema)]
         finally:
             raw.close()
-        self._opened: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
-        self._opened_lock = threading.Lock()  # the pool's threads add to it
-        # Connected a moment ago (a refused password or a dead host said so): no probe.
+        # What sets up each session, apart from the storage: the pool holds it, and the
+        # pool must not hold the storage, whose finalizer closes the pool.
+        self.sessions = Sessions(self.url, connect_timeout, synchronous, search_path)
         self.pool = Pool(
             self.url,
             schema=schema,
             min_size=1,
             max_size=pool_size,
             connect_timeout=connect_timeout,
-            configure=self._configure,
+            configure=self.sessions.configure,
             autocommit=True,
             checked=False,
-        ).open(probe=False)
+        ).open()
+        # A store a program drops without close() gives its connections back when it is
+        # collected (at once, by reference counting: nothing of the pool refers back here).
+        self._release = weakref.finalize(self, self.pool.close)
+        self._release.atexit = False  # the process's end closes every connection anyway
         self.lock = ConnectionLease(  # type: ignore[assignment]
-            self.pool, schema, open_direct=self._open, where=str(self.url)
+            self.pool, schema, open_direct=self.sessions.open, where=str(self.url)
         )
         self.hot = PooledDatabase(self.lock)  # type: ignore[assignment]
-
-    def _configure(self, raw: psycopg.Connection) -> None:
-        """Client-side parameters, memkeeper's schema first on the search path, and the
-        commit durability of ``database.synchronous``: ``normal`` is SQLite's WAL ``NORMAL``
-        (``synchronous_commit = off``: a crash of the server or the machine may lose the
-        last commits, about half a second's, and never corrupts), ``full`` waits for the
-        WAL flush of every commit (the server's default). An erasure always waits for it."""
-        raw.cursor_factory = psycopg.ClientCursor
-        prepared(raw)
-        with self._opened_lock:
-            self._opened.add(raw)
-        durable = "on" if self.synchronous == "full" else "off"
-        raw.execute(f"SET synchronous_commit = {durable}")
-        raw.execute(
-            sql.SQL("SET search_path TO {}").format(
-                sql.SQL(", ").join(sql.Identifier(s) for s in self._search_path)
-            )
-        )
-
-    def _open(self) -> psycopg.Connection:
-        """A new connection like the pool's, outside it (for a lease whose connection the
-        server dropped: a refused password or a dead host is reported at once)."""
-        raw = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
-        try:
-            self._configure(raw)
-        except BaseException:
-            raw.close()
-            raise
-        return raw
 
     def backend_pids(self) -> set[int]:
         """The server processes of this store's open connections (pooled, idle or leased,
         and any opened beside the pool after a reconnect), as ``pg_stat_activity`` and
         ``pg_locks`` show them."""
-        with self._opened_lock:
-            opened = list(self._opened)
-        return {raw.info.backend_pid for raw in opened if not raw.closed}
+        return self.sessions.backend_pids()
 
     @property
     def hot_path(self) -> str:  # type: ignore[override]
@@ -201,4 +174,55 @@ class PostgresStorage(Storage):
 
     def close(self) -> None:
         """Close the pool: its idle connections now, a leased one when its lease ends."""
-        self.pool.close()
+        self._release()
+
+
+class Sessions:
+    """How a store's sessions are set up (the pool's and those a lease opens beside it), and
+    which are open: apart from :class:`PostgresStorage` so the pool does not refer to it."""
+
+    def __init__(
+        self, url: DatabaseUrl, connect_timeout: float, synchronous: str, search_path: list[str]
+    ) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self.synchronous = synchronous
+        self.search_path = search_path
+        self._opened: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
+        self._opened_lock = threading.Lock()
+
+    def configure(self, raw: psycopg.Connection) -> None:
+        """Client-side parameters, memkeeper's schema first on the search path, and the
+        commit durability of ``database.synchronous``: ``normal`` is SQLite's WAL ``NORMAL``
+        (``synchronous_commit = off``: a crash of the server or the machine may lose the
+        last commits, about half a second's, and never corrupts), ``full`` waits for the
+        WAL flush of every commit (the server's default). An erasure always waits for it."""
+        raw.cursor_factory = psycopg.ClientCursor
+        prepared(raw)
+        with self._opened_lock:
+            self._opened.add(raw)
+        durable = "on" if self.synchronous == "full" else "off"
+        raw.execute(f"SET synchronous_commit = {durable}")
+        raw.execute(
+            sql.SQL("SET search_path TO {}").format(
+                sql.SQL(", ").join(sql.Identifier(s) for s in self.search_path)
+            )
+        )
+
+    def open(self) -> psycopg.Connection:
+        """A new connection like the pool's, outside it (for a lease whose connection the
+        server dropped: a refused password or a dead host is reported at once)."""
+        raw = connect(self.url, connect_timeout=self.connect_timeout, autocommit=True)
+        try:
+            self.configure(raw)
+        except BaseException:
+            raw.close()
+            raise
+        return raw
+
+    def backend_pids(self) -> set[int]:
+        """The server processes of the open connections (pooled, idle or leased, and any
+        opened beside the pool after a reconnect)."""
+        with self._opened_lock:
+            opened = list(self._opened)
+        return {raw.info.backend_pid for raw in opened if not raw.closed}
