@@ -248,6 +248,7 @@ def test_tokens_are_required_off_the_loopback(tmp_path: Path) -> None:
         plan(config, host="192.0.2.1")
 
 
+@pytest.mark.sqlite_only  # the web layer's rules: the same on both backends
 def test_host_origin_csrf_and_read_only(db: str, open_stores: list[Any]) -> None:
     read_only = client(db, open_stores)
     assert read_only.get("/", headers={"Host": "evil.example:8766"}).status_code == 421
@@ -279,6 +280,7 @@ def test_host_origin_csrf_and_read_only(db: str, open_stores: list[Any]) -> None
     assert good.headers["content-security-policy"].startswith("default-src 'none'")
 
 
+@pytest.mark.sqlite_only  # the web layer's rules: the same on both backends
 def test_values_never_reach_the_logs_and_secrets_never_a_page(
     db: str, open_stores: list[Any], caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:

@@ -178,45 +178,45 @@ async def user_page(view: View, user_id: str) -> Any:
 
 
 def timeline(view: View, memory_id: str, changes: list[Any]) -> html.Html:
-    items = []
+    """The memory's changes and its recalls, oldest first."""
+    items: list[tuple[str, html.Html]] = []
     for change in changes:
         verb = ACTION_VERBS.get(change.action, change.action)
         after = change.after or {}
         if change.action == "retire" and after.get("cold_reason"):
             verb += f" ({after['cold_reason']})"
         who = change.actor + (" · " if change.run_id else "")
-        items.append(
+        item = tag(
+            "li",
+            tag("span", minute(change.at.isoformat()), class_="when"),
+            " ",
+            tag("b", verb),
+            " — ",
+            change.reason,
             tag(
-                "li",
-                tag("span", minute(change.at.isoformat()), class_="when"),
-                " ",
-                tag("b", verb),
-                " — ",
-                change.reason,
-                tag(
-                    "div",
-                    who,
-                    link(run_href(change.run_id), change.run_id) if change.run_id else "",
-                    class_="when",
-                ),
-                data_action=change.action,
-            )
+                "div",
+                who,
+                link(run_href(change.run_id), change.run_id) if change.run_id else "",
+                class_="when",
+            ),
+            data_action=change.action,
         )
+        items.append((change.at.isoformat(), item))
     with view.store.storage.lock:
         uses = uses_of(view.store.storage.hot, memory_id)
     if uses:
         count = sum(use.count for use in uses)
-        items.append(
-            tag(
-                "li",
-                tag("span", f"{uses[0].day} … {uses[-1].day}", class_="when"),
-                " ",
-                tag("b", f"recalled {count} time(s)"),
-                f" on {len(uses)} day(s)",
-                data_action="recall",
-            )
+        item = tag(
+            "li",
+            tag("span", f"{uses[0].day} … {uses[-1].day}", class_="when"),
+            " ",
+            tag("b", f"recalled {count} time(s)"),
+            f" on {len(uses)} day(s)",
+            data_action="recall",
         )
-    return tag("ul", *items, class_="timeline")
+        items.append((uses[0].first_at.isoformat(), item))
+    items.sort(key=lambda pair: pair[0])
+    return tag("ul", *(item for _, item in items), class_="timeline")
 
 
 async def memory_page(view: View, memory_id: str) -> Any:
