@@ -56,13 +56,14 @@ from typing import Any
 
 import click
 import pytest
+from helpers.docs import doc_pages
 
 import memkeeper
 from memkeeper.config import parse_config
 from memkeeper.errors import MemkeeperError
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+PAGES = doc_pages()
 ONE_TOUR = "<!-- readme-test: one-tour -->"
 SKIP = re.compile(r"^<!-- readme-test: (?P<kind>skip|sqlite-only) \((?P<reason>.*)\) -->$")
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
