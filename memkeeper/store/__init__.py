@@ -253,20 +253,17 @@ class MemoryStore:
     ) -> Memory | None:
         """The current value of ``key`` for ``user_id`` in ``namespace``, marked as used; or
         ``None`` when there is none. A missing key is not an error: nothing is raised.
-
-        Returns a :class:`~memkeeper.records.Memory` (``.value``, ``.confidence``,
-        ``.state``, ``.id``...) or ``None``, so check before reading it::
+        Returns a :class:`~memkeeper.records.Memory` (``.value``, ``.confidence``, ``.id``...)
+        or ``None``, so check before reading it::
 
             memory = store.recall("alice", "city")
             city = memory.value if memory is not None else "unknown"
 
-        ``None`` means no fact or preference (``kind`` None: either; notes have no key) holds
-        ``key`` now for this user in this namespace: it was never remembered, it was erased
-        by a ``forget`` (which leaves nothing behind, so a forgotten key reads exactly like
-        one never stored), or it was remembered only in another namespace (the profile is
-        the namespace ``""``) or for another user. A value replaced by a newer one is not
-        returned; the newer one is. Bad arguments (an empty user or key, an unknown
-        ``kind``) raise :class:`~memkeeper.errors.InvalidInput`.
+        ``None``: no fact or preference (``kind`` None: either; notes have no key) holds
+        ``key`` now for this user in this namespace. It was never remembered, erased by a
+        ``forget`` (which leaves nothing behind: a forgotten key reads as one never stored),
+        or remembered only in another namespace (the profile is ``""``) or for another user.
+        A replaced value is not returned; the newer one is. Bad arguments raise InvalidInput.
 
         A pending-review entry is renewed to active and an entry found only in cold storage
         is brought back to active: logged changes (``renew``, ``restore``). Recalling an

@@ -1,4 +1,4 @@
-"""One connection pool per store, and the driver's connection errors as memkeeper's own.
+"""One connection pool per store, with no thread of its own.
 
 Why psycopg 3: it is the maintained PostgreSQL driver for Python (libpq underneath, so every
 libpq setting, environment variable, ``.pgpass`` and service file works as operators expect;
@@ -20,16 +20,13 @@ closed as it passes. A store's pool is closed by ``close()``, or when the store 
 A session-scoped need (an advisory lock held by the one scheduler) takes a dedicated
 connection, not a pooled one.
 
-Every connection is opened with a bounded ``connect_timeout``. Failing to connect raises
-:class:`~memkeeper.errors.AuthenticationFailed` (exit 77) for refused credentials and
-:class:`~memkeeper.errors.DatabaseUnreachable` (exit 75) otherwise, each with one line that
-names the user, host and port, never the password.
+Connections are opened by :func:`~memkeeper.storage.postgres.connecting.connect` (a bounded
+timeout; a refused password or a dead host as memkeeper's own error, in one line).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,70 +37,27 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from memkeeper.errors import AuthenticationFailed, DatabaseUnreachable
+from memkeeper.errors import DatabaseUnreachable
 from memkeeper.logs import get_logger
-from memkeeper.storage.postgres.url import MASK, DatabaseUrl
+from memkeeper.storage.postgres.connecting import (  # noqa: F401 - connect's names, kept here
+    APPLICATION_NAME,
+    DEFAULT_CONNECT_TIMEOUT,
+    connect,
+    connect_kwargs,
+    translate_connect_error,
+)
+from memkeeper.storage.postgres.url import DatabaseUrl
 
 log = get_logger(__name__)
 
-DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_SIZE = 10
 DEFAULT_POOL_SIZE = 4
 """A store's connections at most (``[database] pool_size``): threads beyond it wait for one."""
-APPLICATION_NAME = "memkeeper"
 MAX_LIFETIME = 3600.0
 """Seconds a pooled connection serves at most; it is closed when it next comes back (the
 server's memory of a long session is returned, a moved host is picked up)."""
 MAX_IDLE = 600.0
 """Seconds a connection beyond the pool's minimum may stay idle before it is closed."""
-# SQLSTATEs of refused credentials: invalid_password, invalid_authorization_specification,
-# and insufficient_privilege (CONNECT not granted on the database).
-_AUTH_SQLSTATES = frozenset({"28P01", "28000", "42501"})
-_AUTH_PHRASES = ("password authentication failed", "authentication failed", "no password supplied")
-
-
-def connect_kwargs(connect_timeout: float) -> dict[str, Any]:
-    """The options memkeeper adds to every connection: a whole-second timeout (libpq's unit,
-    at least 2 as libpq enforces) and the application name that ``pg_stat_activity`` shows."""
-    return {
-        "connect_timeout": max(2, math.ceil(connect_timeout)),
-        "application_name": APPLICATION_NAME,
-    }
-
-
-def connect(url: DatabaseUrl, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, **kwargs: Any):
-    """One connection outside any pool (migrations, an advisory lock); errors translated."""
-    try:
-        return psycopg.connect(url.conninfo(), **connect_kwargs(connect_timeout), **kwargs)
-    except psycopg.OperationalError as exc:
-        raise translate_connect_error(exc, url) from None
-
-
-def translate_connect_error(
-    exc: psycopg.Error, url: DatabaseUrl
-) -> AuthenticationFailed | DatabaseUnreachable:
-    """Our exception for a failed connection: one line, the server's reason, no password."""
-    reason = _reason(exc, url)
-    who = f"user {url.user!r}" if url.user else "the default user"
-    if exc.sqlstate in _AUTH_SQLSTATES or any(p in reason.lower() for p in _AUTH_PHRASES):
-        return AuthenticationFailed(
-            f"PostgreSQL at {url.target()} refused the credentials of {who} ({reason}); "
-            "check the password (URL, PGPASSWORD or ~/.pgpass) and the user's access"
-        )
-    return DatabaseUnreachable(f"cannot connect to PostgreSQL at {url.target()}: {reason}")
-
-
-def _reason(exc: psycopg.Error, url: DatabaseUrl) -> str:
-    """libpq's message as one line: its last 'FATAL:' part, or its first line, scrubbed."""
-    text = " ".join(str(exc).split())
-    if "FATAL:" in text:
-        text = text.rsplit("FATAL:", 1)[1].strip()
-    elif ": " in text and text.startswith("connection failed"):
-        text = text.split(": ", 1)[1]
-    # libpq never echoes a password, but a hostile or mistyped URL must not smuggle one out.
-    for secret in url.secrets():
-        text = text.replace(secret, MASK)
-    return text[:300]
 
 
 class PoolClosed(psycopg.OperationalError):
