@@ -20,9 +20,13 @@ rows, and each job's watermark is its own. Prune is the exception (above).
 
 On SQLite, locks are ``flock(2)`` locks on small files next to the hot database
 (``memory.db.daemon.lock``, ``memory.db.jobs.lock``, ``memory.db.job-merge.lock``; the
-shared ``jobs`` lock is ``LOCK_SH``). The kernel drops a flock when its holder dies — however
-it dies — so a lock left by a killed process is never obeyed: the next process simply gets
-it (the stale pid written in the file is overwritten). An exclusive holder's pid is written
+shared ``jobs`` lock is ``LOCK_SH``), each there only while someone holds it: its last
+holder removes it as it lets go (a waiter that locked the removed file notices and takes the
+one now at the path), so a database nobody is working on has no lock file beside it, and a
+running service shows its ``daemon.lock``. The kernel drops a flock when its holder dies —
+however it dies — so a lock left by a killed process is never obeyed: the next process
+simply gets it (the stale pid written in the file is overwritten) and removes the file when
+it is done. An exclusive holder's pid is written
 into the file for the "held by" message; a shared holder clears it. The message names the
 holders the kernel lists (Linux: ``/proc/locks``, shared holders included), else the file's
 pid if that process is alive, else "another process": never a killed holder's pid.
@@ -153,18 +157,12 @@ class FileLock:
         (saying it waited ``asked`` seconds: the caller's whole wait, default this one)."""
         if self._fd is not None:
             raise RuntimeError(f"{self.purpose} lock is already held by this object")
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise StorageUnwritable(
-                f"cannot create lock file {self.path}: {exc.strerror or exc}"
-            ) from None
         deadline = time.monotonic() + max(wait_seconds, 0.0)
         mode = fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX
+        fd = self._open()
         while True:
             try:
                 fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     holder = _holder(fd)
@@ -175,6 +173,13 @@ class FileLock:
                         f"the {self.purpose} lock ({self.path}) is held by {holder}{waited}"
                     ) from None
                 time.sleep(POLL_SECONDS)
+                continue
+            if self._still_at_path(fd):
+                break
+            # Its last holder removed the file while this process waited on it: the lock
+            # is the file now at the path (a new one, perhaps another process's already).
+            os.close(fd)
+            fd = self._open()
         # The holder's pid is only for messages: a full disk must not fail the lock itself.
         # A shared holder writes none (there may be many) but clears what the file holds:
         # with the lock shared no exclusive holder exists, so a pid there is a killed one's.
@@ -185,16 +190,45 @@ class FileLock:
                 os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
 
+    def _open(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StorageUnwritable(
+                f"cannot create lock file {self.path}: {exc.strerror or exc}"
+            ) from None
+
+    def _still_at_path(self, fd: int) -> bool:
+        """Whether the file locked through ``fd`` is still the one at the path."""
+        try:
+            here, there = os.fstat(fd), os.stat(self.path)
+        except OSError:
+            return False
+        return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
     def release(self) -> None:
-        """Give the lock up (the file stays; an empty or stale file means nothing)."""
+        """Give the lock up, and remove its file when no one else holds it: a database
+        whose locks nobody holds has no lock file beside it. An exclusive holder removes
+        it before unlocking; a shared one only when it can take it exclusively at once
+        (the other shared holders gone). A process waiting on the removed file notices
+        when it gets it and takes the file now at the path (:meth:`acquire`)."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
-        if not self.shared:
+        try:
+            if self.shared:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return  # another holder still has it: the file stays theirs
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+                os.ftruncate(fd, 0)  # no pid: a file left behind names no holder
+                if self._still_at_path(fd):
+                    os.unlink(self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     @contextlib.contextmanager
     def hold(self, wait_seconds: float = 0.0) -> Iterator[FileLock]:
