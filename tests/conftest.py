@@ -93,6 +93,9 @@ def isolated_user_dirs(
             "ZHIPUAI_BASE_URL",
             "ZAI_API_KEY",
             "ZAI_BASE_URL",
+            "HF_HOME",  # the model cache: under the test's HOME, empty (keyword-only)
+            "HF_HUB_CACHE",
+            "XDG_CACHE_HOME",
             "NOTIFY_SOCKET",
             "JOURNAL_STREAM",
         ):

@@ -121,8 +121,12 @@ def operator_warnings(figures: dict[str, Any], search: dict[str, Any]) -> list[s
         if last and last["status"] not in ("ok", "skipped", "running"):
             found.append(f"the last {job['job']} run {last['status']}: {last.get('error') or ''}")
         stats = ((last or {}).get("counts") or {}).get("stats") or {}
-        if any("budget" in str(key) and value for key, value in stats.items()):
-            found.append(f"the last {job['job']} run stopped at its LLM budget")
+        if stats.get("sessions_skipped"):
+            found.append(
+                f"the last {job['job']} run left {stats['sessions_skipped']} session(s) for "
+                "the next run: its LLM budget was used up, the endpoint was unavailable, or it "
+                "was stopped"
+            )
     if search["keyword_only_reason"] and search["live_entries"]:
         found.append(f"search is keyword-only: {search['keyword_only_reason']}")
     return found
