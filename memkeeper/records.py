@@ -175,13 +175,15 @@ class SearchResults(list[SearchHit]):
     ``embed_ms`` is the query's own embedding call (0 when none was made: keyword-only, no
     vectors, or a cache hit), ``search_ms`` everything else (the vectors' dot product, the
     keyword index, ranking and marking the hits used). ``semantic`` says whether similarity
-    took part; when it did not, the search was keyword-only (no key, no vectors, or the
-    query could not be embedded).
+    took part; when it did not, the search was keyword-only, and ``keyword_only`` says why
+    in words: no model (and how to get it), no key, vectors not built yet (how many of the
+    entries are embedded), or the embedder failing ("" when similarity took part).
     """
 
     embed_ms: float = 0.0
     search_ms: float = 0.0
     semantic: bool = False
+    keyword_only: str = ""
 
     def timing(self) -> dict[str, Any]:
         """The cost as a JSON-ready dict."""

@@ -332,14 +332,16 @@ def test_a_dry_run_calls_nothing(db_path: Path, fake: FakeEmbeddings) -> None:
     ],
     ids=["nan", "fewer", "401", "500-forever", "timeout"],
 )
-def test_every_failure_skips_the_batch_stores_nothing_and_the_run_is_ok(
+def test_every_failure_skips_the_batch_stores_nothing_and_a_run_with_nothing_done_fails(
     db_path: Path, fake: FakeEmbeddings, failure
 ) -> None:
+    """A failed batch is skipped; a run in which every batch failed fails, saying why."""
     store = open_store(db_path, fake, index_batch=2)
     fill(store, 4)
     fake.fail_forever(failure)
     result = index(store)
-    assert result.status == "ok", result.error
+    assert result.status == "failed"
+    assert result.error is not None and "every embedding batch failed" in result.error
     assert result.stats["entries_indexed"] == 0
     assert result.stats["batches_failed"] >= 1
     with store.storage.lock:

@@ -155,6 +155,9 @@ def test_stored_vectors_without_a_key_are_still_warned_about_once_looked_for(
 
     from memkeeper.storage.vectors import embedding_text, store_vectors, text_hash
 
+    # The endpoint named (with no key): not the local model that "auto" falls back to.
+    search = store.config.search.model_copy(update={"embedder": "zhipu"})
+    store.config = store.config.model_copy(update={"search": search})
     _fill(store, 5)
     with capture_logs() as lines:
         store.search("alice", "report")  # no vectors: quiet

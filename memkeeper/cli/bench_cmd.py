@@ -57,6 +57,23 @@ from memkeeper.paths import is_database_url
     "the same templates).",
 )
 @click.option(
+    "--locomo",
+    "locomo_path",
+    type=click.Path(exists=True, path_type=Path),
+    help="Instead: the LoCoMo retrieval evaluation on this file (the public locomo10.json) or "
+    "directory of conversations: recall@1/3/5/10 by category of memkeeper keyword-only and "
+    "hybrid beside BM25, dense and RRF. Embeds with the configured embedder (--config), or "
+    "with each --model.",
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="DIR",
+    help="With --locomo: a local model directory (tokenizer.json and .safetensors weights) to "
+    "evaluate; repeatable. Default: the configured embedder.",
+)
+@click.option(
     "--mcp-clients",
     type=click.IntRange(min=1),
     help="Instead: N MCP clients over HTTP during a pass and without one, each tool's latency "
@@ -105,6 +122,8 @@ def bench(
     search_eval: bool,
     eval_size: str,
     eval_seed: int,
+    locomo_path: Path | None,
+    models: tuple[str, ...],
     mcp_clients: int | None,
     startup_runs: int | None,
     fleet_hosts: int | None,
@@ -132,6 +151,11 @@ def bench(
     median against the 150 ms target), and names any module they import that they should
     not (structlog, the job runner, the scheduler, the LLM SDK).
 
+    With --locomo PATH, runs the LoCoMo retrieval evaluation on the public file (or a
+    directory of conversations): each turn stored as a note dated at its session, every
+    question asked through search; recall@1/3/5/10 by category of memkeeper keyword-only and
+    hybrid, beside BM25, dense-only and RRF on the same turns, overall and per conversation.
+
     With --mcp-clients N, runs N MCP clients over HTTP instead (the server as memkeeper run
     --mcp serves it) during a full pass and then without one, and reports each tool's
     latency.
@@ -157,6 +181,9 @@ def bench(
             print_json(found)
         else:
             click.echo(startup_table(found))
+        return
+    if locomo_path is not None:
+        _locomo_bench(app, locomo_path, models, as_json)
         return
     if search_eval:
         from memkeeper.bench.recall_eval import run_recall_eval
@@ -216,6 +243,22 @@ def bench(
         print_json(figures)
     else:
         click.echo(table(figures))
+
+
+def _locomo_bench(app: App, path: Path, models: tuple[str, ...], as_json: bool) -> None:
+    from memkeeper.bench.locomo import run_locomo, with_local_model
+    from memkeeper.bench.locomo import table as locomo_table
+
+    figures = run_locomo(
+        path,
+        app.config,
+        models=[(Path(m).name, with_local_model(app.config, m)) for m in models],
+        say=lambda text: click.echo(f"bench: {text}", err=True),
+    )
+    if as_json:
+        print_json(figures)
+    else:
+        click.echo(locomo_table(figures))
 
 
 def _fleet_bench(hosts: int, rate: float | None, postgres_url: str | None, as_json: bool) -> None:

@@ -83,6 +83,9 @@ def search(
 ) -> None:
     """Print USER's hits for QUERY, best first, and the timing line on stderr."""
     app.check_now(yes=yes)
+    from memkeeper.store import semantic
+
+    semantic.said_elsewhere()  # the reason is on the timing line below, not in a log line
     hits: Any = app.store(create=False).search(
         user,
         query,
@@ -93,6 +96,8 @@ def search(
     )
     if as_json:
         print_json([hit.to_dict() for hit in hits])
+        if hits.keyword_only:
+            echo(f"keyword-only: {hits.keyword_only}", err=True)
         return
     for hit in hits:
         m = hit.memory
@@ -107,3 +112,5 @@ def search(
         f"{hits.embed_ms:.1f} ms, search {hits.search_ms:.1f} ms",
         err=True,
     )
+    if hits.keyword_only:
+        echo(f"keyword-only: {hits.keyword_only}", err=True)

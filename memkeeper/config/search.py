@@ -107,6 +107,26 @@ class SearchSection(Section):
     context_episodes: int = Field(
         5, ge=0, le=1000, description="Most recent episodes of the namespace in context()."
     )
+    embedder: Literal["auto", "local", "zhipu", "openai"] = Field(
+        "auto",
+        description="Where vectors come from: local (a model run in this process, no server, "
+        "no key: local_model), zhipu (Zhipu's embeddings API, [llm]'s key and base URL) or "
+        "openai (any OpenAI-compatible endpoint: embedding_base_url). auto: the endpoint when "
+        "one is configured (its key is set, or embedding_base_url, embedding_api_key_env, "
+        "[llm] base_url or ZHIPUAI_BASE_URL names one), else the local model.",
+    )
+    local_model: str = Field(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        min_length=1,
+        description="The local model, as named in the Hugging Face model cache "
+        "(~/.cache/huggingface/hub, or HF_HUB_CACHE / HF_HOME): `memkeeper models pull` puts "
+        "it there. Any BERT-family sentence-transformers model or static (model2vec) model.",
+    )
+    local_model_path: str = Field(
+        "",
+        description="A directory holding the local model (tokenizer.json and .safetensors "
+        "weights), used instead of the cache. Empty: the cache.",
+    )
     embedding_base_url: str = Field(
         "",
         description="Base URL of the embeddings endpoint when it is not the LLM's ([llm] "

@@ -26,7 +26,7 @@ every batch would fail quietly and search stay keyword-only for good.
 from __future__ import annotations
 
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memkeeper.config import Config, LlmSection
@@ -35,6 +35,7 @@ from memkeeper.llm.endpoint import read_api_key
 from memkeeper.llm.errors import LlmAuthError, LlmError, LlmNotConfigured
 from memkeeper.maintenance.jobkit import JobContext, JobSkipped
 from memkeeper.storage.vectors import prepare_index, stale_entries, store_vectors, text_hash
+from memkeeper.store import vector_source
 from memkeeper.store.semantic import embeddings_llm, shared_embedder
 
 MAX_TEXT_CHARS = 4000
@@ -102,8 +103,11 @@ def index_stale(ctx: JobContext) -> None:
     with ``[llm]``'s timeout and retries for each call."""
     config = ctx.store.config
     llm = embeddings_llm(config)
-    key = _require_key(llm)
-    settings = search_settings(config)
+    found = vector_source.source(config)
+    if found.kind == "local" and not found.available:
+        raise JobSkipped(f"search is keyword-only: {found.missing}")
+    key = _require_key(llm) if found.kind == "endpoint" else ""
+    settings = replace(search_settings(config), model=found.model, dimensions=found.dims)
     storage = ctx.store.storage
     ctx.stats.update(_new_stats(settings))
     most = settings.batch * settings.max_calls  # what this run's call budget can embed
@@ -122,10 +126,23 @@ def index_stale(ctx: JobContext) -> None:
     ctx.set_total(len(stale))
     if ctx.dry_run or not batches:
         return
-    _run_batches(ctx, shared_embedder(config, key), llm, batches, settings)
+    embedder = shared_embedder(config, key) if key else vector_source.local_embedder(found)
+    _run_batches(ctx, embedder, llm, batches, settings)
     mismatch = ctx.stats.pop("_mismatch", None)
+    last_error = ctx.stats.pop("_last_error", "")
     if mismatch is not None:
         raise mismatch  # a setting to fix, not a passing failure: the run fails, status shows it
+    if ctx.stats["batches_failed"] and not ctx.stats["batches_done"]:
+        # Nothing embedded at all: not a passing failure either (search stays keyword-only).
+        raise IndexFailed(
+            f"every embedding batch failed ({ctx.stats['batches_failed']} of "
+            f"{len(batches)}, {ctx.stats['entries_failed']} entries) with "
+            f"{getattr(embedder, 'endpoint', 'the embedder')}: {last_error}"
+        )
+
+
+class IndexFailed(LlmError):
+    """A run of the index job in which every batch failed: the run fails with the cause."""
 
 
 Batch = list[tuple[str, str]]
@@ -186,6 +203,7 @@ def _finish(
             error=str(exc),
             error_type=type(exc).__name__,
         )
+        stats["_last_error"] = str(exc)
         ctx.advance(len(batch))
         if isinstance(exc, DimensionMismatch):
             stats.setdefault("_mismatch", exc)

@@ -75,7 +75,7 @@ def search(
         return SearchResults()
     namespaces = tuple(dict.fromkeys((namespace, "")))
     started = time.perf_counter()
-    by_meaning = semantic.has_key(core.config)  # the vector list reads each entry's kind
+    by_meaning = semantic.can_embed(core.config)  # the vector list reads each entry's kind
     with core.storage.lock:  # a small user's entries, read once for every part below
         every = small_user_rows(
             core.storage.hot,
@@ -101,7 +101,14 @@ def search(
     chosen.embed_ms = embed_ms
     chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
     chosen.semantic = vectors.semantic
-    log.debug("search", candidates=len(facts), hits=len(chosen), **chosen.timing())
+    chosen.keyword_only = "" if vectors.semantic else vectors.why or "no vectors"
+    log.debug(
+        "search",
+        candidates=len(facts),
+        hits=len(chosen),
+        keyword_only=chosen.keyword_only,
+        **chosen.timing(),
+    )
     return chosen
 
 

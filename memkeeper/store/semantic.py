@@ -57,16 +57,27 @@ def warn_once(reason: str, message: str, **fields: Any) -> None:
     log.warning(message, **fields)
 
 
+def said_elsewhere() -> None:
+    """The caller shows why a search is keyword-only itself (the CLI's timing line): no
+    warning for want of a model or a key in this process."""
+    with _lock:
+        _warned.update(("no model", "no key"))
+
+
 def reset() -> None:
     """Forget the cache, the warnings already given and the embedders (tests)."""
+    from memkeeper.store import vector_source
+
     with _lock:
         _cache.clear()
         _warned.clear()
         _looked.clear()
+        _failing.clear()
         embedders = list(_embedders.values())
         _embedders.clear()
     for embedder in embedders:
         embedder.close()
+    vector_source.reset()
 
 
 def retrieval_enabled(config: Config, environ: Mapping[str, str] | None = None) -> bool:
@@ -94,18 +105,35 @@ def embeddings_llm(config: Config) -> LlmSection:
     return config.llm.model_copy(update=update) if update else config.llm
 
 
-def has_key(config: Config) -> bool:
-    """Whether a query can be embedded at all: the embeddings' API key is set. Without it
-    search is keyword-only and reads no vectors (nor loads numpy: start-up, README
-    Performance)."""
-    from memkeeper.llm.endpoint import read_api_key
-    from memkeeper.llm.errors import LlmNotConfigured
+def can_embed(config: Config) -> bool:
+    """Whether a query can be embedded at all: the embedder ``[search] embedder`` names is
+    there (the local model in the cache, or the endpoint's API key set;
+    :func:`memkeeper.store.vector_source.source`). Without it search is keyword-only and
+    reads no vectors (nor loads numpy: start-up, README Performance)."""
+    from memkeeper.store import vector_source
 
-    try:
-        read_api_key(embeddings_llm(config))
-    except LlmNotConfigured:
-        return False
-    return True
+    return vector_source.source(config).available
+
+
+has_key = can_embed
+"""The former name of :func:`can_embed` (from when only an endpoint's key could embed)."""
+
+
+def missing(config: Config) -> str:
+    """Why no query can be embedded ("" when one can): no model, or no key."""
+    from memkeeper.store import vector_source
+
+    return vector_source.source(config).missing
+
+
+_failing: dict[str, str] = {}
+"""The embedder whose last query embedding failed, by model id: the cause, in words."""
+
+
+def failing(model: str) -> str:
+    """Why the last query embedding of ``model`` failed ("" when it did not)."""
+    with _lock:
+        return _failing.get(model, "")
 
 
 VECTOR_LOOK_SECONDS = 60.0
@@ -131,7 +159,12 @@ def look_for_unused_vectors(db: Any) -> bool:
 
 
 def warn_no_key(config: Config) -> None:
-    """Say once per process that search is keyword-only for want of a key."""
+    """Say once per process that search is keyword-only, and why: no key for the endpoint,
+    or no local model (where to get it)."""
+    why = missing(config)
+    if why.startswith("no model"):
+        warn_once("no model", f"search is keyword-only: {why}")
+        return
     warn_once(
         "no key",
         "search is keyword-only: no API key for embeddings",
@@ -141,6 +174,14 @@ def warn_no_key(config: Config) -> None:
 
 def query_vector(config: Config, query: str) -> np.ndarray | None:
     """The query's unit embedding, or None (keyword-only search) when it cannot be had."""
+    from memkeeper.store import vector_source
+
+    found = vector_source.source(config)
+    if not found.available:
+        warn_no_key(config)
+        return None
+    if found.kind == "local":
+        return _local_query_vector(found, query)
     from memkeeper.llm.endpoint import describe_endpoint, read_api_key
     from memkeeper.llm.errors import LlmNotConfigured
 
@@ -166,6 +207,10 @@ def query_vector(config: Config, query: str) -> np.ndarray | None:
     try:
         vector = _embed(config, key, query)
     except DimensionMismatch as exc:
+        _fail(
+            found.model,
+            f"endpoint failing: its vectors have {exc.got} dimensions, not {exc.expected}",
+        )
         warn_once(
             "dimension mismatch",
             "search is keyword-only: the embeddings endpoint's vectors have another dimension",
@@ -175,16 +220,54 @@ def query_vector(config: Config, query: str) -> np.ndarray | None:
         )
         return None
     except Exception as exc:  # any failure of the service: keyword-only, never raised
+        _fail(found.model, f"endpoint failing: {type(exc).__name__}")
         warn_once(
             f"embed failed: {type(exc).__name__}",
             "search is keyword-only: the query could not be embedded",
             cause=type(exc).__name__,
         )
         return None
+    _keep(cache_key, vector, found.model)
+    return vector
+
+
+def _keep(cache_key: tuple[str, ...], vector: np.ndarray, model: str) -> None:
     with _lock:
+        _failing.pop(model, None)
         _cache[cache_key] = vector
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
+
+
+def _fail(model: str, why: str) -> None:
+    with _lock:
+        _failing[model] = why
+
+
+def _local_query_vector(found: Any, query: str) -> np.ndarray | None:
+    """The query's embedding by the local model (loaded on first use); None when it fails
+    to load or run (said once)."""
+    from memkeeper.store import vector_source
+
+    cache_key = ("local", found.model, found.folder, query)
+    with _lock:
+        cached = _cache.get(cache_key)
+        if cached is not None:
+            _cache.move_to_end(cache_key)
+            return cached
+    try:
+        (vector,) = vector_source.local_embedder(found).embed([query])
+    except Exception as exc:  # a broken model file or a missing runtime: keyword-only
+        _fail(found.model, f"local model failing: {type(exc).__name__}: {exc}")
+        warn_once(
+            f"local failed: {type(exc).__name__}",
+            "search is keyword-only: the local embedding model could not be loaded or run",
+            model=found.model,
+            folder=found.folder,
+            cause=f"{type(exc).__name__}: {exc}",
+        )
+        return None
+    _keep(cache_key, vector, found.model)
     return vector
 
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from memkeeper.storage.nearest import nearest_entries, ranks_in_database, user_has_vectors
 from memkeeper.storage.vectors import has_vectors, user_vectors
-from memkeeper.store import fusion, semantic
+from memkeeper.store import fusion, semantic, vector_source
 from memkeeper.store.core import StoreCore
 
 
@@ -38,11 +38,23 @@ class VectorList(NamedTuple):
     cosine: dict[str, float]
     embed_ms: float = 0.0
     semantic: bool = False
+    why: str = ""
 
 
-def _none(embed_ms: float = 0.0) -> VectorList:
-    """No vector list: keyword-only (after ``embed_ms`` spent on a failed embedding)."""
-    return VectorList([], {}, {}, embed_ms)
+def _none(embed_ms: float = 0.0, why: str = "") -> VectorList:
+    """No vector list: keyword-only (after ``embed_ms`` spent on a failed embedding),
+    ``why`` in words."""
+    return VectorList([], {}, {}, embed_ms, False, why)
+
+
+def _not_built(entries: list[Any] | None) -> str:
+    """Why a user's search has no vectors though the embedder is there."""
+    if entries is not None:
+        return (
+            f"vectors not built yet: 0 of {len(entries)} entries embedded "
+            "(the index job embeds them)"
+        )
+    return "vectors not built yet: none of these entries is embedded (the index job embeds them)"
 
 
 def similar(
@@ -59,7 +71,11 @@ def similar(
     embedding's ms, and whether similarity took part (False: keyword-only). Only entries of
     ``kinds`` are in it (a small user's ``entries``, when given, hold those alone already)."""
     settings = core.config.search
-    if not semantic.has_key(core.config):
+    if not semantic.can_embed(core.config):
+        why = semantic.missing(core.config)
+        if why.startswith("no model"):  # said once per process: how to get the model
+            semantic.warn_no_key(core.config)
+            return _none(why=why)
         # Keyword-only: the stored vectors stay unread (and numpy unloaded); the warning is
         # for someone who has vectors this search cannot use.
         stored = False
@@ -68,7 +84,8 @@ def similar(
                 stored = has_vectors(core.storage.hot)
         if stored:
             semantic.warn_no_key(core.config)
-        return _none()
+        return _none(why=why)
+    model, dims = vector_source.source(core.config)[1:3]
     if ranks_in_database(core.storage.hot):  # PostgreSQL: the vector list from pgvector
         return _similar_in_database(core, user_id, namespaces, query, kinds)
     with core.storage.lock:
@@ -76,18 +93,18 @@ def similar(
             core.storage.hot,
             user_id=user_id,
             namespaces=namespaces,
-            model=settings.embedding_model,
-            dims=settings.embedding_dimensions,
+            model=model,
+            dims=dims,
             entries=entries,
             kinds=None if entries is not None else kinds,
         )
     if not ids:
-        return _none()
+        return _none(why=_not_built(entries))
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
     if vector is None:
-        return _none(embed_ms)
+        return _none(embed_ms, semantic.failing(model) or "the query could not be embedded")
     import numpy as np
 
     similarities = matrix @ vector
@@ -105,16 +122,16 @@ def _similar_in_database(
     """:func:`_similar` with the vector list computed by the database (PostgreSQL: the
     same selection, statistics and order as the numpy ranking, in one statement)."""
     settings = core.config.search
-    model, dims = settings.embedding_model, settings.embedding_dimensions
+    model, dims = vector_source.source(core.config)[1:3]
     storage = core.storage
     with storage.lock:
         if not user_has_vectors(storage.hot, user_id=user_id, model=model, dims=dims):
-            return _none()
+            return _none(why=_not_built(None))
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
     if vector is None:
-        return _none(embed_ms)
+        return _none(embed_ms, semantic.failing(model) or "the query could not be embedded")
     with storage.lock:
         near = nearest_entries(
             storage.hot,
@@ -126,7 +143,7 @@ def _similar_in_database(
             depth=settings.vector_candidates,
         )
     if not near.count:
-        return _none(embed_ms)
+        return _none(embed_ms, _not_built(None))
     import numpy as np
 
     top = [memory_id for memory_id, _ in near.top]
