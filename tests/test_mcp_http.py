@@ -231,10 +231,12 @@ def test_no_token_ever_reaches_a_log_line_or_an_error(served: Served) -> None:
             [
                 ("remember", {"key": "k", "value": "v", "user_id": "mallory"}),
                 ("recall", {"key": 5}),
-                ("no_such_tool", {}),
             ],
         ):
             texts.extend(c.text for c in result.content)  # type: ignore[union-attr]
+        with pytest.raises(BaseException) as unknown:  # the protocol's error, not a result
+            served.calls(token, [("no_such_tool", {})])
+        texts.append(repr(unknown.value))
     httpx.post(served.url, json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {WRONG}"})
     logged = served.log.getvalue()
     assert "tool call refused" in logged and "refused an MCP request" in logged  # it did log

@@ -229,7 +229,6 @@ BAD_CALLS = [
     ("list_memories", {"limit": 501}, "limit must be from 1 to 500"),
     ("history", {}, "history needs the argument 'session_id'"),
     ("episodes", {"limit": "all"}, "limit must be a whole number"),
-    ("erase_everything", {}, "no tool named 'erase_everything'"),
 ]
 
 

@@ -51,9 +51,15 @@ class AccessDenied(MemkeeperError):
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: one user, or an admin (``user`` None) who names the user per call."""
+    """Who is calling: one user, or an admin (``user`` None) who names the user per call.
+
+    ``via`` says what binds a user's principal to its user, for refusals: ``"server"`` (the
+    stdio server's ``--user``, a ``--no-auth`` HTTP server) or ``"token"`` (a bearer token's
+    entry). An admin is always a token's.
+    """
 
     user: str | None
+    via: str = "server"
 
     @property
     def admin(self) -> bool:
@@ -64,21 +70,23 @@ class Principal:
         """How logs name the principal (never a token)."""
         return "admin" if self.user is None else f"user {self.user}"
 
-    def acting_for(self, named: Any) -> str:
-        """The user a call acts for, given the call's ``user_id`` (None when left out)."""
+    def acting_for(self, named: Any, argument: str = "user_id") -> str:
+        """The user a call acts for, given the user it names (None when left out) in its
+        ``argument`` (the tools' ``user_id``, the prompt's ``user``), which refusals name."""
         if self.user is None:
             if named is None:
                 raise AccessDenied(
-                    "an admin token acts for the user named in user_id: give user_id"
+                    f"an admin token acts for the user named in {argument}: give {argument}"
                 )
-            return validation.identifier("user_id", named, max_chars=MAX_USER_CHARS)
+            return validation.identifier(argument, named, max_chars=MAX_USER_CHARS)
         if named is None or named == self.user:
             return self.user
         if not isinstance(named, str):
-            raise AccessDenied(f"user_id must be text, not {type(named).__name__}")
+            raise AccessDenied(f"{argument} must be text, not {type(named).__name__}")
+        who = "this token" if self.via == "token" else "this server"
         raise AccessDenied(
-            f"this server acts for user {self.user!r} only: it cannot act for another user "
-            "(leave user_id out)"
+            f"{who} acts for user {self.user!r} only: it cannot act for another user "
+            f"(leave {argument} out)"
         )
 
 
@@ -147,12 +155,12 @@ def _entry(path: Path, number: int, raw: Any) -> tuple[str, Principal]:
     if admin == (user is not None):
         raise ConfigError(f'{where}: give either user = "<user id>" or admin = true')
     if admin:
-        return token, Principal(None)
+        return token, Principal(None, via="token")
     try:
         user = validation.identifier("user", user, max_chars=MAX_USER_CHARS)
     except MemkeeperError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    return token, Principal(user)
+    return token, Principal(user, via="token")
 
 
 def load_tokens(path: Path) -> TokenTable:

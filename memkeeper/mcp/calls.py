@@ -77,6 +77,11 @@ def _short(name: Any) -> str:
     return repr(text if len(text) <= 40 else text[:40] + "...")
 
 
+def unknown_tool(name: Any) -> str:
+    """The refusal of a call to a tool the server does not have."""
+    return f"no tool named {_short(name)}; the tools are: {', '.join(BY_NAME)}"
+
+
 def bind(spec: ToolSpec, arguments: Any) -> dict[str, Any]:
     """The call's arguments, checked for shape: no unknown, none missing, JSON types right.
 
@@ -138,6 +143,11 @@ def _owned(store: MemoryStore, user: str, memory_id: str) -> None:
 
 
 def _remember(store: MemoryStore, caller: Caller, user: str, a: dict[str, Any]) -> dict[str, Any]:
+    if a.get("kind") == "note":  # the API's own refusal names its Python method
+        raise InvalidInput(
+            "notes have no key: use the add_note tool for a note (remember's kind is fact "
+            "or preference)"
+        )
     memory = store.remember(
         user,
         a["key"],
@@ -367,7 +377,7 @@ def call(
     """
     spec = BY_NAME.get(tool)
     if spec is None:
-        raise InvalidInput(f"no tool named {_short(tool)}; the tools are: {', '.join(BY_NAME)}")
+        raise InvalidInput(unknown_tool(tool))
     given = bind(spec, arguments)
     user = caller.principal.acting_for(given.pop("user_id", None))
     creates = not (spec.read_only or spec.destructive)

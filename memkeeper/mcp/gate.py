@@ -3,7 +3,9 @@
 :class:`Gate` runs for every request before the SDK sees it (see :mod:`memkeeper.mcp.http`
 for the whole server): the bearer token to a principal (401; more than one
 ``Authorization`` header: 400), the body size (413), the nesting depth of the body (400, a
-JSON-RPC parse error, before any parser recurses into it), and for a request that would
+JSON-RPC parse error, before any parser recurses into it), a request the SDK would
+answer misleadingly (a batch; a 2026-07-28 request without its ``MCP-Protocol-Version``
+header: :func:`misdirected`), and for a request that would
 open a stateful session, the principal's cap on open sessions (429,
 :mod:`memkeeper.mcp.sessions`). A plain stateless ``tools/call`` is then answered by
 :mod:`memkeeper.mcp.fast_call` (the SDK's exact response, without its generic request
@@ -124,6 +126,62 @@ def opens_session(scope: Scope) -> bool:
     return version is None or version.decode("latin-1") in HANDSHAKE_VERSIONS
 
 
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+INVALID_REQUEST = -32600
+HEADER_MISMATCH = -32020
+"""The 2026-07-28 error of headers that do not match the body, or are missing."""
+
+
+def _rpc_error(code: int, message: str, request_id: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def misdirected(scope: Scope, body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error for a POST the SDK would answer with words that mislead, or None.
+
+    - A batch (a JSON array of messages): MCP over HTTP takes one message per POST (the
+      2025-06-18 revision removed batches), so it is an invalid request (-32600), not the
+      SDK's dump of the validation errors of each message type.
+    - A request of protocol 2026-07-28 (its ``params._meta`` names the version) without the
+      ``MCP-Protocol-Version`` header and without a session: the SDK routes a request by that
+      header alone, so without it the request went to the handshake era's path and was told
+      "Missing session ID". The 2026-07-28 transport requires the header and answers a
+      missing or different one with -32020 (header mismatch): said so here, naming it.
+    """
+    if scope.get("method") != "POST":
+        return None
+    start = body.lstrip()[:1]
+    if start == b"[":
+        return _rpc_error(
+            INVALID_REQUEST,
+            "Invalid Request: a JSON-RPC batch (an array of messages) is not accepted; "
+            "send each request or notification in a POST of its own",
+        )
+    if (
+        start != b"{"
+        or PROTOCOL_VERSION_KEY.encode() not in body
+        or _header(scope, b"mcp-protocol-version") is not None
+        or _header(scope, b"mcp-session-id") is not None
+    ):
+        return None
+    try:
+        message = json.loads(body)
+        version = message["params"]["_meta"][PROTOCOL_VERSION_KEY]
+    except (ValueError, TypeError, KeyError):
+        return None  # the SDK's own answer (a parse error, a handshake-era request)
+    if not isinstance(version, str) or version in HANDSHAKE_VERSIONS:
+        return None
+    request_id = message.get("id")
+    return _rpc_error(
+        HEADER_MISMATCH,
+        f"Bad Request: missing MCP-Protocol-Version header: this request is protocol "
+        f"{version[:32]} (params._meta says so), whose requests over HTTP carry the header "
+        f"MCP-Protocol-Version: {version[:32]} (and Mcp-Method); without it the server takes "
+        "a request for one of the initialize handshake's, which needs a session",
+        request_id if isinstance(request_id, str | int) else None,
+    )
+
+
 class Gate:
     """The ASGI layer before the SDK: bearer token → principal, limits on size, depth and
     sessions."""
@@ -187,6 +245,11 @@ class Gate:
         if too_deep(body):
             log.info("refused an MCP request", reason="JSON nested too deep", peer=_peer(scope))
             await _parse_error(send, f"Parse error: JSON nested deeper than {MAX_JSON_DEPTH}")
+            return
+        refusal = misdirected(scope, body)
+        if refusal is not None:
+            log.info("refused an MCP request", reason=refusal["error"]["message"][:80])
+            await _send_json(send, 400, refusal)
             return
         if self.fast is not None:
             call = self.fast.recognize(scope, body)

@@ -74,7 +74,7 @@ def prompt_result(
         raise InvalidInput(
             f"{name} has no argument {unknown[0][:40]!r}; its arguments are: {', '.join(known)}"
         )
-    user = caller.principal.acting_for(given.get("user"))
+    user = caller.principal.acting_for(given.get("user"), argument="user")
     text = ""
     with stores.borrow(create=False) as store:  # a prompt reads: it never creates the database
         if store is not None:

@@ -16,7 +16,8 @@ the bearer token of the request that carried the call, see :mod:`memkeeper.mcp.h
 client's name comes from the handshake (legacy) or the request's own client info (2026-07-28).
 Tool errors are results with ``isError`` and memkeeper's one-line message; an unexpected
 failure is logged with its traceback (to standard error) and answered with one line naming
-its type. An unknown tool or prompt, or malformed params, get the protocol's error.
+its type. An unknown tool or prompt, or malformed params, get the protocol's error
+(-32602, invalid params), not a tool result.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ from memkeeper import __version__, logs
 from memkeeper.errors import MemkeeperError
 from memkeeper.mcp.answer import error_text, result_text, run_tool
 from memkeeper.mcp.auth import Principal
-from memkeeper.mcp.calls import Caller, client_name
+from memkeeper.mcp.calls import Caller, client_name, unknown_tool
 from memkeeper.mcp.prompts import PROMPTS, prompt_result
-from memkeeper.mcp.schemas import TOOLS, ToolSpec
+from memkeeper.mcp.schemas import BY_NAME, TOOLS, ToolSpec
 from memkeeper.mcp.store_ref import StoreRef
 from memkeeper.store import MemoryStore
 
@@ -131,6 +132,10 @@ def build_server(
     async def call_tool(
         context: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        if params.name not in BY_NAME:
+            # Not a refused call but a request for nothing: the protocol's invalid-params
+            # error (the spec's "unknown tool"), as for an unknown prompt or method.
+            raise MCPError(types.INVALID_PARAMS, unknown_tool(params.name))
         data, failed = await run_tool(
             stores,
             partial(principal_of, context),

@@ -25,12 +25,34 @@ from memkeeper.store import MemoryStore
 log = logs.get_logger("memkeeper.mcp")
 
 
-class _WatchedInput:
-    """The transport's read stream, noting in ``state`` when the client's input ends."""
+def refusal_of(exc: Exception) -> tuple[int, str] | None:
+    """The JSON-RPC error (code, message) for a line the transport could not read as a
+    message, or None: a batch (an array) is an invalid request (-32600: MCP takes one message
+    at a time), text that is not JSON a parse error (-32700), other JSON an invalid request."""
+    from pydantic import ValidationError
 
-    def __init__(self, inner: Any, state: InputState) -> None:
+    if not isinstance(exc, ValidationError):
+        return None
+    errors = exc.errors(include_url=False)
+    if any(error.get("type") == "json_invalid" for error in errors):
+        return -32700, "Parse error: the line is not JSON"
+    if errors and all(isinstance(error.get("input"), list) for error in errors):
+        return -32600, (
+            "Invalid Request: a JSON-RPC batch (an array of messages) is not accepted; "
+            "send each request or notification on a line of its own"
+        )
+    return -32600, "Invalid Request: not a JSON-RPC request, notification or response"
+
+
+class _WatchedInput:
+    """The transport's read stream, noting in ``state`` when the client's input ends, and
+    answering a line that is no message (a batch, not JSON) with the protocol's error on
+    ``output``: the SDK would drop it without a word, and the client wait for ever."""
+
+    def __init__(self, inner: Any, state: InputState, output: Any = None) -> None:
         self._inner = inner
         self._state = state
+        self._output = output
 
     def __getattr__(self, name: str) -> Any:  # last_context and the like: the inner stream's
         return getattr(self._inner, name)
@@ -38,11 +60,26 @@ class _WatchedInput:
     async def receive(self) -> Any:
         import anyio
 
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._state.ended = True
-            raise
+        while True:
+            try:
+                item = await self._inner.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                self._state.ended = True
+                raise
+            refusal = refusal_of(item) if isinstance(item, Exception) else None
+            if refusal is None or self._output is None:
+                return item
+            await self._refuse(*refusal)
+
+    async def _refuse(self, code: int, message: str) -> None:
+        from mcp import types
+        from mcp.shared.message import SessionMessage
+
+        log.info("refused an MCP message", reason=message)
+        error = types.JSONRPCError(
+            jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message)
+        )
+        await self._output.send(SessionMessage(error))
 
     def __aiter__(self) -> _WatchedInput:
         return self
@@ -80,7 +117,7 @@ def serve_stdio(store: MemoryStore | StoreRef, user: str) -> None:
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            watched = _WatchedInput(read_stream, state)
+            watched = _WatchedInput(read_stream, state, write_stream)
             await server.run(watched, write_stream, server.create_initialization_options())
 
     try:
