@@ -32,6 +32,7 @@ COMMAND_MODULES = {
     "config": "config_cmd",
     **dict.fromkeys(("run-once", "review", "restore", "undo"), "jobs_cmd"),
     "bench": "bench_cmd",
+    "models": "models_cmd",
     "demo": "demo_cmd",
     "mcp": "mcp_cmd",
     "ui": "ui_cmd",
