@@ -109,6 +109,13 @@ from memkeeper.paths import is_database_url
     help="Also run the pass, agents, rates and search on this scratch PostgreSQL database "
     "(postgresql://...; refused if it holds a memkeeper schema), beside SQLite in one run.",
 )
+@click.option(
+    "--ui",
+    "ui_pages",
+    is_flag=True,
+    help="Instead: the time of each page of memkeeper ui on a generated database after one "
+    "maintenance pass (--memories, --users; default 1,000,000 over 10,000), against 300 ms.",
+)
 @json_option
 @pass_app
 def bench(
@@ -129,6 +136,7 @@ def bench(
     fleet_hosts: int | None,
     fleet_rate: float | None,
     postgres_url: str | None,
+    ui_pages: bool,
     as_json: bool,
 ) -> None:
     """Measure a maintenance pass on a generated database.
@@ -156,6 +164,9 @@ def bench(
     question asked through search; recall@1/3/5/10 by category of memkeeper keyword-only and
     hybrid, beside BM25, dense-only and RRF on the same turns, overall and per conversation.
 
+    With --ui, times each page of memkeeper ui (in process, as an admin) on a generated
+    database after one maintenance pass, against 300 ms a page.
+
     With --mcp-clients N, runs N MCP clients over HTTP instead (the server as memkeeper run
     --mcp serves it) during a full pass and then without one, and reports each tool's
     latency.
@@ -170,6 +181,22 @@ def bench(
         raise click.BadParameter("must be a postgresql:// URL", param_hint="--postgres")
     if fleet_hosts is not None:
         _fleet_bench(fleet_hosts, fleet_rate, postgres_url, as_json)
+        return
+    if ui_pages:
+        from memkeeper.bench.run import DEFAULT, QUICK
+        from memkeeper.bench.ui_pages import measure_ui, ui_table
+
+        sizes = QUICK if quick else DEFAULT
+        found = measure_ui(
+            memories=memories or sizes[0],
+            users=users or sizes[1],
+            seed=seed,
+            say=lambda text: click.echo(f"bench: {text}", err=True),
+        )
+        if as_json:
+            print_json(found)
+        else:
+            click.echo(ui_table(found))
         return
     if startup_runs is not None:
         from memkeeper.bench.startup import measure_startup, startup_table

@@ -32,12 +32,12 @@ def _where(filters: Sequence[tuple[str, Any]], allowed: frozenset[str]) -> tuple
 
 
 def changes_per_day(db: Handle, since: str) -> list[Row]:
-    """(day, action, cold_reason, n) of the change-log rows at or after ``since`` (stored
-    time text), one row per UTC day, action and reason for cold storage."""
+    """(day, action, actor, n) of the change-log rows at or after ``since`` (stored time
+    text), one row per UTC day, action and actor (which job retired an entry tells why:
+    reading each row's image for its reason costs three times as much)."""
     return list(
         db.query(
-            "SELECT substr(at, 1, 10) AS day, action,"
-            " json_extract(after, '$.cold_reason') AS cold_reason, count(*) AS n"
+            "SELECT substr(at, 1, 10) AS day, action, actor, count(*) AS n"
             " FROM changes WHERE at >= ? GROUP BY 1, 2, 3",
             [since],
         )
@@ -114,28 +114,91 @@ def namespaces_of(db: Handle, table: str, user_id: str) -> list[str]:
     ]
 
 
-def hot_counts_by_user(db: Handle) -> list[Row]:
-    """(user_id, state, kind, n) of the hot memories."""
+def users_page(db: Handle, *, limit: int, offset: int) -> list[str]:
+    """A page of the users with memories in the hot table, by id (through the owner index:
+    the first pages stop early)."""
+    return [
+        row["user_id"]
+        for row in db.query(
+            "SELECT user_id FROM memories GROUP BY user_id ORDER BY user_id LIMIT ? OFFSET ?",
+            [limit, offset],
+        )
+    ]
+
+
+def _in(values: Sequence[str]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+def counts_of_users(db: Handle, users: Sequence[str]) -> list[Row]:
+    """(user_id, state, kind, n) of the hot memories of ``users``."""
+    if not users:
+        return []
     return list(
         db.query(
-            "SELECT user_id, state, kind, count(*) AS n FROM memories GROUP BY user_id, state, kind"
+            f"SELECT user_id, state, kind, count(*) AS n FROM memories"
+            f" WHERE user_id IN ({_in(users)}) GROUP BY user_id, state, kind",
+            list(users),
         )
     )
 
 
-def cold_counts_by_user(db: Handle) -> list[Row]:
-    """(user_id, n) of cold storage."""
-    return list(db.query("SELECT user_id, count(*) AS n FROM cold_memories GROUP BY user_id"))
-
-
-def most_active_facts(db: Handle) -> list[Row]:
-    """(user_id, namespace, n): each owner's active facts, what ``prune`` caps."""
+def cold_counts_of_users(db: Handle, users: Sequence[str]) -> list[Row]:
+    """(user_id, n): the entries of ``users`` in cold storage."""
+    if not users:
+        return []
     return list(
         db.query(
-            "SELECT user_id, namespace, count(*) AS n FROM memories"
-            " WHERE kind = 'fact' AND state = 'active' GROUP BY user_id, namespace"
+            f"SELECT user_id, count(*) AS n FROM cold_memories"
+            f" WHERE user_id IN ({_in(users)}) GROUP BY user_id",
+            list(users),
         )
     )
+
+
+def active_facts_of_users(db: Handle, users: Sequence[str]) -> list[Row]:
+    """(user_id, namespace, n): the active facts of ``users`` per namespace, what ``prune``
+    caps."""
+    if not users:
+        return []
+    return list(
+        db.query(
+            f"SELECT user_id, namespace, count(*) AS n FROM memories"
+            f" WHERE user_id IN ({_in(users)}) AND kind = 'fact' AND state = 'active'"
+            f" GROUP BY user_id, namespace",
+            list(users),
+        )
+    )
+
+
+def pending_page(db: Handle, user_id: str | None, *, limit: int, offset: int) -> list[Row]:
+    """Entries pending review (of one user, if given), the longest waiting first."""
+    where, params = _where(
+        [("state", "pending_review"), *([("user_id", user_id)] if user_id else [])],
+        _MEMORY_FILTERS,
+    )
+    return list(
+        db.query(
+            f"SELECT * FROM memories{where} ORDER BY state_since, id LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+    )
+
+
+def run_changes_page(db: Handle, run_id: str, *, limit: int, offset: int) -> list[Row]:
+    """A page of one run's change-log rows, oldest first."""
+    return list(
+        db.query(
+            "SELECT * FROM changes WHERE run_id = ? ORDER BY id LIMIT ? OFFSET ?",
+            [run_id, limit, offset],
+        )
+    )
+
+
+def run_changes_total(db: Handle, run_id: str) -> int:
+    """How many change-log rows one run wrote (still held)."""
+    row = db.execute("SELECT count(*) FROM changes WHERE run_id = ?", [run_id]).fetchone()
+    return int(row[0] or 0)
 
 
 def owner_rows(db: Handle, table: str, user_id: str, namespace: str | None) -> int:

@@ -58,14 +58,27 @@ def table(headers: Iterable[Any], rows: Iterable[Iterable[Any]], **attrs: Any) -
     return tag("table", tag("thead", head), tag("tbody", body), **attrs)
 
 
-def pager(path: str, params: Mapping[str, Any], page: int, per_page: int, total: int) -> Html:
-    """Links to the previous and next page of a list, and where this page is."""
-    pages = max(1, -(-total // per_page))
+def pager(
+    path: str,
+    params: Mapping[str, Any],
+    page: int,
+    per_page: int,
+    total: int | None,
+    *,
+    more: bool = False,
+) -> Html:
+    """Links to the previous and next page of a list, and where this page is (``total``
+    None: a list not counted, with a next page when ``more``)."""
     parts: list[Any] = []
     if page > 1:
         parts.append(link(url(path, {**params, "page": page - 1}), "« previous", rel="prev"))
-    parts.append(tag("span", f"page {page} of {pages} ({total} in all)"))
-    if page < pages:
+    if total is None:
+        parts.append(tag("span", f"page {page}"))
+    else:
+        pages = max(1, -(-total // per_page))
+        parts.append(tag("span", f"page {page} of {pages} ({total} in all)"))
+        more = page < pages
+    if more:
         parts.append(link(url(path, {**params, "page": page + 1}), "next »", rel="next"))
     return tag("nav", *parts, class_="pager")
 

@@ -13,7 +13,7 @@ from memkeeper.ui import html, reads
 from memkeeper.ui.html import link, tag
 from memkeeper.ui.pages_memories import MEMORY_HEADERS, memory_rows, user_href
 from memkeeper.ui.pages_overview import minute
-from memkeeper.ui.web import PageError, View
+from memkeeper.ui.web import PER_PAGE, PageError, View
 
 REVIEW_ACTIONS = ("keep", "let go", "forget")
 MAX_IDS = 1000
@@ -21,7 +21,8 @@ MAX_IDS = 1000
 
 async def review_page(view: View, done: list[Any] | None = None) -> Any:
     principal = view.principal
-    pending = view.store.list_memories(principal.user, state="pending_review")
+    page = view.page_number()
+    pending, total = reads.pending(view.store, principal.user, page=page, per_page=PER_PAGE)
     grace = view.store.config.jobs.expire.review_grace_days
     now = view.store.now()
     if view.wants_json:
@@ -38,8 +39,8 @@ async def review_page(view: View, done: list[Any] | None = None) -> Any:
     body.append(
         tag(
             "p",
-            f"{len(pending)} entr(ies) unused past their TTL. Unless kept or used, expire "
-            f"retires each to cold storage {grace} days after it came here.",
+            f"{total} entr(ies) unused past their TTL, the longest waiting first. Unless kept "
+            f"or used, expire retires each to cold storage {grace} days after it came here.",
             class_="note",
         )
     )
@@ -59,6 +60,7 @@ async def review_page(view: View, done: list[Any] | None = None) -> Any:
         )
     else:
         body += [table, tag("p", "Read-only: start with --allow-writes to act.", class_="note")]
+    body.append(html.pager("/review", {}, page, PER_PAGE, total))
     return view.render("Review", html.join(body), here="/review")
 
 

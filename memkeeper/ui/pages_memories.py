@@ -24,7 +24,8 @@ def user_href(user_id: str) -> str:
 
 async def users_list(view: View) -> Any:
     view.require_admin()
-    found = reads.users(view.store)
+    page = view.page_number()
+    found = reads.users(view.store, page=page, per_page=PER_PAGE)
     if view.wants_json:
         return view.json(found)
     rows = []
@@ -50,6 +51,7 @@ async def users_list(view: View) -> Any:
                 class_="note",
             ),
             html.table(["user", *STATES, "total", "most active facts vs cap"], rows),
+            html.pager("/users", {}, page, PER_PAGE, None, more=len(found) == PER_PAGE),
         ]
     )
     return view.render("Users", body, here="/users")

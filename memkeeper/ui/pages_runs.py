@@ -103,15 +103,24 @@ def change_rows(changes: list[Change]) -> list[list[Any]]:
     return rows
 
 
+CHANGES_PER_PAGE = 200
+
+
 async def run_page(view: View, run_id: str) -> Any:
     view.require_admin()
+    page = view.page_number()
     run = reads.run(view.store, run_id)
-    changes = view.store.changes(run_id=run_id)
-    if run is None and not changes:
+    changes, total = reads.run_changes(view.store, run_id, page=page, per_page=CHANGES_PER_PAGE)
+    if run is None and not total:
         raise PageError(404, "no such run in the job runs or the change log")
     if view.wants_json:
         return view.json(
-            {"run": run.to_dict() if run else None, "changes": [c.to_dict() for c in changes]}
+            {
+                "run": run.to_dict() if run else None,
+                "total": total,
+                "page": page,
+                "changes": [c.to_dict() for c in changes],
+            }
         )
     facts: list[Any] = []
     if run is not None:
@@ -132,14 +141,15 @@ async def run_page(view: View, run_id: str) -> Any:
             facts.append(["stats", ", ".join(f"{k} {v}" for k, v in shown.items())])
     body = [
         html.table(["", ""], facts) if facts else "",
-        tag("h2", f"{len(changes)} change(s)"),
+        tag("h2", f"{total} change(s)"),
         html.table(
             ["change", "memory", "owner", "what", "action", "what happened and why"],
             change_rows(changes),
             class_="changes",
         ),
+        html.pager(run_href(run_id), {}, page, CHANGES_PER_PAGE, total),
     ]
-    if any(change.memory_id for change in changes):
+    if total:
         body.append(tag("p", link(f"{run_href(run_id)}/undo", "Undo this run… (preview first)")))
     return view.render(f"Run {run_id}", html.join(body), here="/runs")
 
@@ -157,7 +167,8 @@ def undo_report_body(report: Any, store: Any) -> list[Any]:
     ]
     if report.reverted:
         reverted = set(report.reverted)
-        changes = [c for c in store.changes(run_id=report.undone_run) if c.id in reverted]
+        first, _ = reads.run_changes(store, report.undone_run, page=1, per_page=CHANGES_PER_PAGE)
+        changes = [c for c in first if c.id in reverted]
         body.append(
             html.table(
                 ["change", "memory", "owner", "what", "action", "what happened and why"],
@@ -165,11 +176,18 @@ def undo_report_body(report: Any, store: Any) -> list[Any]:
                 class_="reverted",
             )
         )
+        if len(changes) < len(reverted):
+            body.append(tag("p", f"… and {len(reverted) - len(changes)} more", class_="note"))
     if report.already_undone:
         body.append(tag("p", f"already undone: {len(report.already_undone)}"))
-    for change_id, why in report.conflicts.items():
+    conflicts = list(report.conflicts.items())
+    if conflicts:
+        body.append(tag("p", f"conflicts: {len(conflicts)} (left alone)", data_figure="conflicts"))
+    for change_id, why in conflicts[:CHANGES_PER_PAGE]:
         entry = entry_label(report.conflict_entries[change_id])
         body.append(tag("p", f"conflict: change #{change_id} of {entry}: {why}", class_="warn"))
+    if len(conflicts) > CHANGES_PER_PAGE:
+        body.append(tag("p", f"… and {len(conflicts) - CHANGES_PER_PAGE} more", class_="note"))
     for note in report.notes:
         body.append(tag("p", f"note: {note}", class_="note"))
     return body

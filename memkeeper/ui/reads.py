@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.records import KINDS, STATES, JobRun, Memory
+from memkeeper.records import KINDS, STATES, Change, JobRun, Memory
 from memkeeper.storage import ui_reads
 from memkeeper.storage.changelog import image_of
 
@@ -45,13 +45,14 @@ _BY_ACTION = {
     "forget": "forgotten",
     "purge": "retired",
 }
-_BY_COLD_REASON = {"low_confidence": "demoted", "over_cap": "pruned"}
+_BY_RETIRING_JOB = {"job:demote": "demoted", "job:prune": "pruned"}
 
 
-def series_of(action: str, cold_reason: str | None) -> str:
-    """Which series of the chart a change counts in."""
+def series_of(action: str, actor: str) -> str:
+    """Which series of the chart a change counts in (a retirement by the job that made it:
+    demote's are demotions, prune's prunings, the rest retirements)."""
     if action == "retire":
-        return _BY_COLD_REASON.get(cold_reason or "", "retired")
+        return _BY_RETIRING_JOB.get(actor, "retired")
     return _BY_ACTION.get(action, "other")
 
 
@@ -81,7 +82,7 @@ def chart(store: Any, now: datetime, days: int = CHART_DAYS) -> dict[str, Any]:
         uses = ui_reads.uses_per_day(store.storage.hot, first.isoformat())
     for row in changes:
         if row["day"] <= day_list[-1]:
-            series[series_of(row["action"], row["cold_reason"])][row["day"]] += int(row["n"])
+            series[series_of(row["action"], row["actor"])][row["day"]] += int(row["n"])
     for row in uses:
         if row["day"] <= day_list[-1]:
             series["recalled"][row["day"]] += int(row["n"])
@@ -215,44 +216,65 @@ def namespaces(store: Any, user_id: str) -> list[str]:
     return sorted(names)
 
 
-def users(store: Any) -> list[dict[str, Any]]:
-    """Every user with memories: counts by state, the most active facts in one namespace
-    against ``[jobs.prune] max_facts``."""
-    found: dict[str, dict[str, Any]] = {}
-
-    def user(user_id: str) -> dict[str, Any]:
-        return found.setdefault(
-            user_id,
-            {
-                "user_id": user_id,
-                "states": dict.fromkeys(STATES, 0),
-                "kinds": dict.fromkeys(KINDS, 0),
-                "most_facts": 0,
-                "most_facts_namespace": None,
-            },
-        )
-
+def users(store: Any, *, page: int, per_page: int) -> list[dict[str, Any]]:
+    """A page of the users with memories (by id): counts by state, and the most active facts
+    in one namespace against ``[jobs.prune] max_facts``."""
     storage = store.storage
     with storage.lock:
-        hot = ui_reads.hot_counts_by_user(storage.hot)
-        facts = ui_reads.most_active_facts(storage.hot)
+        ids = ui_reads.users_page(storage.hot, limit=per_page, offset=(page - 1) * per_page)
+        hot = ui_reads.counts_of_users(storage.hot, ids)
+        facts = ui_reads.active_facts_of_users(storage.hot, ids)
         cold = storage.cold(create=False)
-        cold_rows = ui_reads.cold_counts_by_user(cold) if cold is not None else []
+        cold_rows = ui_reads.cold_counts_of_users(cold, ids) if cold is not None else []
+    found = {
+        user_id: {
+            "user_id": user_id,
+            "states": dict.fromkeys(STATES, 0),
+            "kinds": dict.fromkeys(KINDS, 0),
+            "most_facts": 0,
+            "most_facts_namespace": None,
+        }
+        for user_id in ids
+    }
     for row in hot:
-        entry = user(row["user_id"])
+        entry = found[row["user_id"]]
         entry["states"][row["state"]] = entry["states"].get(row["state"], 0) + int(row["n"])
         entry["kinds"][row["kind"]] = entry["kinds"].get(row["kind"], 0) + int(row["n"])
     for row in cold_rows:
-        user(row["user_id"])["states"]["cold"] += int(row["n"])
+        found[row["user_id"]]["states"]["cold"] += int(row["n"])
     for row in facts:
-        entry = user(row["user_id"])
+        entry = found[row["user_id"]]
         if int(row["n"]) > entry["most_facts"]:
             entry["most_facts"], entry["most_facts_namespace"] = int(row["n"]), row["namespace"]
     cap = store.config.jobs.prune.max_facts
     for entry in found.values():
         entry["total"] = sum(entry["states"].values())
         entry["cap"] = cap
-    return sorted(found.values(), key=lambda entry: entry["user_id"])
+    return [found[user_id] for user_id in ids]
+
+
+def pending(
+    store: Any, user_id: str | None, *, page: int, per_page: int
+) -> tuple[list[Memory], int]:
+    """A page of the entries pending review (one user's, if given), the longest waiting
+    first, and how many there are."""
+    filters = [("state", "pending_review"), *([("user_id", user_id)] if user_id else [])]
+    with store.storage.lock:
+        total = ui_reads.memories_total(store.storage.hot, "memories", filters)
+        rows = ui_reads.pending_page(
+            store.storage.hot, user_id, limit=per_page, offset=(page - 1) * per_page
+        )
+    return [Memory.from_image(image_of(row)) for row in rows], total
+
+
+def run_changes(store: Any, run_id: str, *, page: int, per_page: int) -> tuple[list[Change], int]:
+    """A page of one run's changes, oldest first, and how many it has."""
+    with store.storage.lock:
+        total = ui_reads.run_changes_total(store.storage.hot, run_id)
+        rows = ui_reads.run_changes_page(
+            store.storage.hot, run_id, limit=per_page, offset=(page - 1) * per_page
+        )
+    return [Change.from_row(row) for row in rows], total
 
 
 def erasures(store: Any, *, user_id: str | None, limit: int) -> list[dict[str, Any]]:

@@ -139,16 +139,17 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     # a keyword-only search's look for any vector at all (to warn that it cannot use them)
     "all-vector-presence": ("SELECT max(rowid) FROM vectors",),
-    # memkeeper ui's overview and users pages (storage/ui_reads.py): 90 days of the change
-    # log and the uses per day, and each user's counts, across every user.
+    # memkeeper ui (storage/ui_reads.py): the overview's 90 days of the change log and the
+    # uses per day, a page of the users, the review queue of every user, a run's changes.
     "all-ui": (
-        "SELECT substr(at, 0, 0) AS day, action, (after::jsonb ->> ?) AS cold_reason, "
-        "count(*) AS n FROM changes WHERE at >= %s GROUP BY 0, 0, 0",
+        "SELECT substr(at, 0, 0) AS day, action, actor, count(*) AS n FROM changes "
+        "WHERE at >= %s GROUP BY 0, 0, 0",
         "SELECT day, sum(count) AS n FROM uses WHERE day >= %s GROUP BY day",
-        "SELECT user_id, state, kind, count(*) AS n FROM memories GROUP BY user_id, state, kind",
-        "SELECT user_id, count(*) AS n FROM cold_memories GROUP BY user_id",
-        "SELECT user_id, namespace, count(*) AS n FROM memories WHERE kind = ? AND state = ? "
-        "GROUP BY user_id, namespace",
+        "SELECT user_id FROM memories GROUP BY user_id ORDER BY user_id LIMIT %s OFFSET %s",
+        "SELECT * FROM memories WHERE state = %s ORDER BY state_since, id LIMIT %s OFFSET %s",
+        "SELECT count(*) FROM memories WHERE state = %s",
+        "SELECT * FROM changes WHERE run_id = %s ORDER BY id LIMIT %s OFFSET %s",
+        "SELECT count(*) FROM changes WHERE run_id = %s",
     ),
     # -- rows addressed by id (the work list before distributing) --------------------------
     "id-images": (
