@@ -76,6 +76,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the marks in its own (tests/postgres/test_pg_one_server.py)."""
     for item in items:
         if uses_postgres(item):
+            others = {m.args[0] for m in item.iter_markers("xdist_group")} - {"postgres"}
+            if others:  # xdist would join the names into a group of its own: a second server
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses the PostgreSQL server but is in xdist_group "
+                    f"{sorted(others)} too: drop that group (the server's tests share one)"
+                )
             item.add_marker(pytest.mark.xdist_group("postgres"))
 
 

@@ -36,7 +36,6 @@ CHROMIUM = Path("/usr/bin/chromium")
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
     pytest.mark.both_backends,
-    pytest.mark.xdist_group("ui"),
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
 ]
 ARGS = [

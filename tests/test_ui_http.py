@@ -31,7 +31,7 @@ from memkeeper.errors import ConfigError
 from memkeeper.ui.app import build_app
 from memkeeper.ui.security import UiPlan, plan
 
-pytestmark = [pytest.mark.both_backends, pytest.mark.xdist_group("ui")]
+pytestmark = [pytest.mark.both_backends]
 BASE = "http://127.0.0.1:8766"
 
 
