@@ -139,8 +139,10 @@ def layout(
     admin: bool,
     writes: bool,
     now_note: str = "",
+    sign_out: str = "",
 ) -> Html:
-    """The whole page: header with the pages this principal may see, then ``body``."""
+    """The whole page: header with the pages this principal may see, then ``body``
+    (``sign_out``: the CSRF token of a signed-in browser's sign-out button)."""
     links = [
         link(path, name, class_="here" if path == here else None)
         for path, name, admin_only in NAV
@@ -152,6 +154,7 @@ def layout(
         tag("strong", "memkeeper"),
         *links,
         tag("span", f"{who} · {mode}{now_note}", class_="who"),
+        form("/logout", sign_out, button("Sign out"), class_="inline") if sign_out else "",
     )
     return Html(
         "<!doctype html>"

@@ -27,11 +27,11 @@ async def review_page(view: View, done: list[Any] | None = None) -> Any:
     now = view.store.now()
     if view.wants_json:
         return view.json([m.to_dict() for m in pending])
-    rows = memory_rows(pending, selectable=view.plan.allow_writes)
+    rows = memory_rows(pending, selectable=view.plan.allow_writes, owners=True)
     for memory, row in zip(pending, rows, strict=True):
         left = (memory.state_since + timedelta(days=grace) - now).days
         row.append(f"{max(left, 0)} day(s)")
-    headers = [*MEMORY_HEADERS, "days left"]
+    headers = [MEMORY_HEADERS[0], "user", *MEMORY_HEADERS[1:], "days left"]
     if view.plan.allow_writes:
         headers = ["", *headers]
     table = html.table(headers, rows, class_="review")

@@ -57,7 +57,9 @@ async def users_list(view: View) -> Any:
     return view.render("Users", body, here="/users")
 
 
-def memory_rows(memories: list[Memory], *, selectable: bool = False) -> list[list[Any]]:
+def memory_rows(
+    memories: list[Memory], *, selectable: bool = False, owners: bool = False
+) -> list[list[Any]]:
     rows = []
     for memory in memories:
         cells: list[Any] = []
@@ -67,6 +69,7 @@ def memory_rows(memories: list[Memory], *, selectable: bool = False) -> list[lis
             )
         cells += [
             link(memory_href(memory.id), memory.id, data_memory=memory.id),
+            *([link(user_href(memory.user_id), memory.user_id)] if owners else []),
             memory.namespace or "-",
             memory.kind,
             memory.key or "-",

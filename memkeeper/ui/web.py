@@ -101,6 +101,7 @@ class View:
             admin=principal.admin,
             writes=self.plan.allow_writes,
             now_note=note,
+            sign_out=self.csrf if self.plan.tokens is not None else "",
         )
         return HTMLResponse(page, headers=SECURITY_HEADERS)
 
