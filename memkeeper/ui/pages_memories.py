@@ -82,6 +82,9 @@ def memory_rows(
     return rows
 
 
+MAX_SEARCHED_NAMESPACES = 20
+"""A search of "any" namespace searches at most this many of the user's, by name."""
+
 MEMORY_HEADERS = ["id", "namespace", "kind", "key", "value", "state", "conf.", "last used"]
 
 
@@ -97,13 +100,24 @@ def _search(view: View, user_id: str, query: str, namespace: str | None) -> list
     """The search box's answer: the store's ranked search when writes are on (its hits
     count as used, as every search's do), else a plain filter that changes nothing."""
     if view.plan.allow_writes:
-        hits = view.store.search(user_id, query, namespace=namespace or "", limit=20)
-        how = "by meaning and keywords" if hits.semantic else "keyword-only"
+        # A search reads one namespace and the profile: "any" searches each of the user's.
+        names = [namespace] if namespace is not None else reads.namespaces(view.store, user_id)
+        found: dict[str, Any] = {}
+        semantic = False
+        for name in names[:MAX_SEARCHED_NAMESPACES] or [""]:
+            hits = view.store.search(user_id, query, namespace=name, limit=20)
+            semantic = semantic or hits.semantic
+            for hit in hits:
+                if hit.memory.id not in found or found[hit.memory.id].score < hit.score:
+                    found[hit.memory.id] = hit
+        best = sorted(found.values(), key=lambda hit: -hit.score)[:20]
+        how = "by meaning and keywords" if semantic else "keyword-only"
         rows = [
             [f"{hit.score:.3f}", f"{hit.similarity:.3f}", f"{hit.keyword:.3f}"]
             + memory_rows([hit.memory])[0]
-            for hit in hits
+            for hit in best
         ]
+        hits = best
         return [
             tag("p", f"{len(hits)} hit(s), ", tag("b", how, data_search_mode=how), class_="note"),
             html.table(["score", "meaning", "keyword", *MEMORY_HEADERS], rows),
