@@ -204,7 +204,9 @@ def test_a_users_token_sees_only_that_users_pages(
     open_stores.append(store)
     web = TestClient(build_app(store, how), base_url=BASE)
     lin = {"Authorization": f"Bearer {LIN_TOKEN}"}
-    assert web.get("/users/lin", headers=lin).status_code == 200
+    own = web.get("/users/lin", headers=lin)
+    assert own.status_code == 200
+    assert 'href="/users/lin"' in own.text and 'href="/runs"' not in own.text
     assert web.get("/users/xiaoming", headers=lin).status_code == 403
     for path in ("/runs", "/users", "/forget", "/"):
         assert web.get(path, headers=lin, follow_redirects=False).status_code in (303, 403)

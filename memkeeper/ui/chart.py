@@ -69,9 +69,11 @@ def stacked_bars(
             )
         parts.append("</g>")
         if index % 15 == 0 or index == len(days) - 1:
+            last = index == len(days) - 1
+            anchor = ' text-anchor="end"' if last else ""
             parts.append(
-                f'<text x="{x:.1f}" y="{HEIGHT - 6}" font-size="11" fill="#5a6475">'
-                f"{h(day[5:])}</text>"
+                f'<text x="{x + bar if last else x:.1f}" y="{HEIGHT - 6}" font-size="11" '
+                f'fill="#5a6475"{anchor}>{h(day[5:])}</text>'
             )
     parts.append("</svg>")
     legend = "".join(

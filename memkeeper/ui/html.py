@@ -140,6 +140,7 @@ def layout(
     writes: bool,
     now_note: str = "",
     sign_out: str = "",
+    own_page: str = "",
 ) -> Html:
     """The whole page: header with the pages this principal may see, then ``body``
     (``sign_out``: the CSRF token of a signed-in browser's sign-out button)."""
@@ -148,6 +149,8 @@ def layout(
         for path, name, admin_only in NAV
         if admin or not admin_only
     ]
+    if own_page:  # a user's token: its own memories
+        links.insert(0, link(own_page, "My memories", class_="here" if here == "/users" else None))
     mode = "writes enabled" if writes else "read-only"
     header = tag(
         "header",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 from memkeeper.mcp.auth import Principal
 from memkeeper.ui import html
@@ -102,6 +102,7 @@ class View:
             writes=self.plan.allow_writes,
             now_note=note,
             sign_out=self.csrf if self.plan.tokens is not None else "",
+            own_page="" if principal.admin else f"/users/{quote(principal.user or '', safe='')}",
         )
         return HTMLResponse(page, headers=SECURITY_HEADERS)
 
