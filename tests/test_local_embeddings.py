@@ -143,3 +143,32 @@ def test_a_static_model_averages_its_rows(tmp_path: Path) -> None:
     near, far = model.embed(["city paris", "green tea"]) @ model.embed(["where do you live"])[0]
     assert near > 0.5 > far
     assert not model.embed(["zzz unknown"]).any()  # no known token: no direction
+
+
+def test_status_and_the_mcp_tool_say_why_search_is_keyword_only(
+    db_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memkeeper.cli import main
+    from memkeeper.mcp.calls import HANDLERS
+
+    with MemoryStore(db_path, config=Config()) as store:
+        _fill(store)
+        state = store.status()["search"]
+        assert state["keyword_only"].startswith("no model") and state["entries"] == 4
+        answer = HANDLERS["search"](store, None, "u", {"query": "budget"})
+        assert answer["keyword_only"].startswith("no model") and len(answer["hits"]) == 1
+        in_hub_cache(cache, DEFAULT)
+        semantic.reset()
+        state = store.status()["search"]
+        assert (
+            state["keyword_only"]
+            == "vectors not built yet: 0 of 4 entries embedded (the index job embeds them)"
+        )
+        _index(store)
+        state = store.status()["search"]
+        assert (state["keyword_only"], state["embedded"], state["dimensions"]) == ("", 4, 16)
+        assert HANDLERS["search"](store, None, "u", {"query": "budget"})["keyword_only"] == ""
+    assert main(["--db", str(db_path), "status"]) == 0
+    assert f"search:    by meaning and keywords (local:{DEFAULT}, 4 of 4 entries embedded)" in (
+        capsys.readouterr().out
+    )

@@ -251,8 +251,8 @@ def test_a_keyword_match_whose_similarity_stands_out_counts(db_path: Path) -> No
     """The answer shares only the name with the query; its cosine 0.15 is 3.2 standard
     deviations up — under the floor (0.3) and under the bar of 46 entries (3.52), so not
     in the vector list: as a keyword match its similarity counts all the same, and it
-    leads the matches that share the name and nothing else."""
-    with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
+    leads the matches that share the name and nothing else (relative fusion)."""
+    with FakeEmbeddings() as fake, _store(db_path, fake.url, fusion="relative") as store:
         answer = _ann_and_a_long_answer(store, 0.15)
         assert fusion.outlier_z(store.config.search, 46) > 3.3
         hits = store.search("u", QUERY, limit=3)
@@ -266,8 +266,8 @@ def test_a_keyword_match_closer_than_average_counts_its_similarity(db_path: Path
     its vector says counts (fusion.keyword_similar) and it leads — BM25 alone puts it last
     of Ann's six, the longest. The other matches count their similarity when above the
     mean (0.04) and none when below (-0.04), and no entry that shares no word with the
-    query is returned."""
-    with FakeEmbeddings() as fake, _store(db_path, fake.url) as store:
+    query is returned (relative fusion)."""
+    with FakeEmbeddings() as fake, _store(db_path, fake.url, fusion="relative") as store:
         answer = _ann_and_a_long_answer(store, 0.11)
         hits = store.search("u", QUERY, limit=10)
         by_words = [k.id for k in score_all(_rows(store), QUERY)]
@@ -287,3 +287,42 @@ def test_keyword_similar_takes_the_matches_closer_than_the_mean() -> None:
     the vector list's scale above 0 (closer than the user's mean), in the keyword order."""
     share = {"a": 0.4, "b": -0.1, "c": 0.0, "d": 0.9}
     assert fusion.keyword_similar(["a", "b", "c", "e", "d"], share) == ["a", "d"]
+
+
+def test_anchored_an_unsure_vector_list_changes_nothing_of_the_keyword_ranking(
+    db_path: Path,
+) -> None:
+    """The answer at cosine 0.11 (2.5 standard deviations up, under sure_z_low 3 here): the
+    anchored fusion keeps the keyword ranking whole, as keyword-only search has it."""
+    from datetime import UTC, datetime
+
+    from memkeeper.clock import fixed
+
+    with FakeEmbeddings() as fake, _store(db_path, fake.url, sure_z_low=3.0) as store:
+        store.clock = fixed(datetime(2026, 1, 1, tzinfo=UTC))  # uses tie alike in both
+        _ann_and_a_long_answer(store, 0.11)
+        hits = store.search("u", QUERY, limit=10)
+        semantic.reset()
+        store.config = store.config.model_copy(
+            update={"search": store.config.search.model_copy(update={"embedder": "local"})}
+        )
+        keyword_only = store.search("u", QUERY, limit=10)
+    assert hits.semantic and not keyword_only.semantic
+    assert [h.memory.id for h in hits] == [h.memory.id for h in keyword_only]
+
+
+def test_anchored_a_sure_vector_list_reorders_within_a_margin_and_adds() -> None:
+    settings = embed_config("http://127.0.0.1:9").search
+    assert fusion.sureness(settings, 1.0) == 0.0 and fusion.sureness(settings, 99.0) == 1.0
+    assert 0 < fusion.sureness(settings, 4.0) < 1
+    keyword = [("strong", 10.0, 0.0, 0.0), ("weak", 5.0, 0.0, 0.0), ("weaker", 4.5, 0.0, 0.0)]
+    share = {"weaker": 1.0, "new": 0.9, "strong": 0.0}
+    unsure = fusion.anchored(settings, keyword, [("new", 0.5)], share, 1.0, 0.0)
+    assert unsure == {"strong": 1.0, "weak": 0.5, "weaker": 0.45}
+    sure = fusion.anchored(settings, keyword, [("new", 0.5)], share, 1.0, 1.0)
+    order = sorted(sure, key=lambda i: -sure[i])
+    assert order[0] == "strong"  # a strong keyword match is never displaced
+    assert sure["weaker"] > sure["weak"]  # reordered within its margin
+    assert "new" in sure and sure["new"] < sure["strong"]  # a vector hit joins the list
+    alone = fusion.anchored(settings, [], [("new", 0.5)], share, 0.0, 0.2)
+    assert alone == {"new": 0.9}  # no keyword match: the vector list alone ranks

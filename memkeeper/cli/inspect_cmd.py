@@ -315,6 +315,13 @@ def status(app: App, as_json: bool) -> None:
         )
         for line in parked_lines(data["parked_sessions"]):
             click.echo(f"  {line}")
+    search = data["search"]
+    click.echo(
+        f"search:    keyword-only: {shown(search['keyword_only'], None)}"
+        if search["keyword_only"]
+        else f"search:    by meaning and keywords ({search['model']}, {search['embedded']} of "
+        f"{search['entries']} entries embedded)"
+    )
     service = data["service"]
     click.echo(
         f"service:   running (pid {service['pid']})"

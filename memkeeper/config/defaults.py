@@ -46,8 +46,12 @@ DEFAULTS: dict[str, Any] = {
     "search": {
         "enabled": True,
         "limit": 3,
-        "fusion": "relative",
+        "fusion": "anchored",
         "weight_similarity": 1.0,
+        "weight_vector_reorder": 0.2,
+        "weight_vector_added": 0.9,
+        "sure_z_low": 2.0,
+        "sure_z_high": 8.0,
         "weight_keyword": 1.0,
         "rrf_k": 60,
         "vector_candidates": 100,

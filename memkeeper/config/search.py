@@ -26,9 +26,12 @@ class SearchSection(Section):
         "MEMKEEPER_RETRIEVAL=off in the environment also turns it off.",
     )
     limit: int = Field(3, gt=0, le=1000, description="Hits search() returns by default.")
-    fusion: Literal["relative", "rrf"] = Field(
-        "relative",
-        description="How the keyword and vector lists are fused: relative (each list's scores "
+    fusion: Literal["anchored", "relative", "rrf"] = Field(
+        "anchored",
+        description="How the keyword and vector lists are fused: anchored (the keyword "
+        "ranking, which the vector list only adds to, as much as it is sure: "
+        "weight_vector_reorder, weight_vector_added, sure_z_low/high), relative (each list's "
+        "scores "
         "on its own scale: BM25 / the best BM25, and (cosine - mean) / (best - mean) over the "
         "user's entries) or rrf (reciprocal rank: 1 / (rrf_k + rank)).",
     )
@@ -37,7 +40,40 @@ class SearchSection(Section):
         ge=0,
         le=100,
         description="Weight of the vector list: an entry adds weight_similarity x (cosine - "
-        "mean) / (best - mean) to its relevance (rrf: weight_similarity / (rrf_k + rank)).",
+        "mean) / (best - mean) to its relevance (rrf: weight_similarity / (rrf_k + rank)). "
+        "Not used by fusion = anchored.",
+    )
+    weight_vector_reorder: float = Field(
+        0.2,
+        ge=0,
+        le=100,
+        description="With fusion = anchored: a keyword match's relevance is raised by this x "
+        "sure x its share of the vector list's scale ((cosine - mean) / (best - mean), 0-1): "
+        "the vectors reorder keyword matches within that margin.",
+    )
+    weight_vector_added: float = Field(
+        0.9,
+        ge=0,
+        le=100,
+        description="With fusion = anchored: an entry of the vector list adds this x sure x "
+        "the best keyword relevance x its share of the vector list's scale, so a clear vector "
+        "hit joins or passes weak keyword matches, not strong ones.",
+    )
+    sure_z_low: float = Field(
+        2.0,
+        ge=0,
+        le=100,
+        description="With fusion = anchored: how sure the vector list is goes from 0 when its "
+        "best similarity is this many standard deviations above the mean of the user's "
+        "entries...",
+    )
+    sure_z_high: float = Field(
+        8.0,
+        ge=0,
+        le=100,
+        description="...to 1 at this many. Unsure, the vectors change nothing of the keyword "
+        "ranking; sure, they reorder keyword matches (weight_vector_reorder) and add candidates "
+        "(weight_vector_added).",
     )
     weight_keyword: float = Field(
         1.0,

@@ -185,7 +185,9 @@ def _search(store: MemoryStore, _caller: Caller, user: str, a: dict[str, Any]) -
                 "memory": memory_json(hit.memory),
             }
             for hit in hits
-        ]
+        ],
+        # Why it was keyword-only ("" when by meaning): no model, no key, vectors not built.
+        "keyword_only": hits.keyword_only,
     }
 
 
@@ -345,7 +347,7 @@ HANDLERS: dict[str, Handler] = {
 
 NOTHING_YET: dict[str, dict[str, Any]] = {
     "recall": {"found": False, "memory": None},
-    "search": {"hits": []},
+    "search": {"hits": [], "keyword_only": ""},
     "forget": {"forgotten": 0},
     "context": {"text": "", "memory_ids": [], "relevant_ids": [], "episodes": 0},
     "list_memories": {"memories": [], "total": 0},

@@ -40,16 +40,11 @@ def answer_inline(
 
 
 def _may_embed(store: MemoryStore) -> bool:
-    """Whether a search may call the embeddings endpoint (an API key is set for it)."""
-    from memkeeper.llm.endpoint import read_api_key
-    from memkeeper.llm.errors import LlmNotConfigured
-    from memkeeper.store.semantic import embeddings_llm
+    """Whether a search may embed its query: call the embeddings endpoint (an API key is
+    set for it) or run the local model (in the cache): neither belongs on the loop."""
+    from memkeeper.store.semantic import can_embed
 
-    try:
-        read_api_key(embeddings_llm(store.config))
-    except LlmNotConfigured:
-        return False
-    return True
+    return can_embed(store.config)
 
 
 def _call_inline(stores: StoreRef, caller: Caller, tool: str, arguments: Any) -> dict[str, Any]:

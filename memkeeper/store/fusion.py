@@ -218,6 +218,51 @@ def relevances(
     return total
 
 
+def sureness(settings: SearchSection, best_z: float) -> float:
+    """How sure the vector list is, 0-1: its best similarity's z-score among the user's
+    entries, from ``[search] sure_z_low`` (not at all) to ``sure_z_high`` (fully). A model
+    that sees nothing in particular in a question (every entry about as close) scores 0,
+    and its list then changes nothing of the keyword ranking."""
+    low, high = settings.sure_z_low, settings.sure_z_high
+    if not math.isfinite(best_z):
+        return 0.0
+    if high <= low:
+        return 1.0 if best_z >= low else 0.0
+    return min(1.0, max(0.0, (best_z - low) / (high - low)))
+
+
+def anchored(
+    settings: SearchSection,
+    keyword: Sequence[tuple[str, float, float, float]],
+    vector: Sequence[tuple[str, float]],
+    vector_share: dict[str, float],
+    coverage: float,
+    sure: float,
+) -> dict[str, float]:
+    """``fusion = "anchored"``: the keyword ranking, which the vector list only adds to.
+
+    A keyword match keeps its keyword relevance (coverage x BM25 share, as keyword-only),
+    raised by ``weight_vector_reorder x sure x`` its vector share (0-1): the vector list
+    reorders keyword matches within that margin. An entry of the vector list (``vector``,
+    admitted by :func:`admitted`) adds ``weight_vector_added x sure x`` the best keyword
+    relevance x its share: a clear vector hit joins the keyword matches or passes weak ones,
+    never a strong one. ``sure`` is :func:`sureness`: where the model is unsure (a weak
+    model, a question about nothing it knows) the ranking is the keyword-only one. With no
+    keyword match at all, the vector list alone ranks (by share)."""
+    total = {i: coverage * share for i, share in keyword_shares(settings, keyword).items()}
+    lift = settings.weight_vector_reorder * sure
+    if lift > 0:
+        for memory_id, relevance in total.items():
+            total[memory_id] = relevance * (1 + lift * max(0.0, vector_share.get(memory_id, 0.0)))
+    best = max(total.values(), default=0.0)
+    added = settings.weight_vector_added * sure * best if best > 0 else 1.0
+    if added > 0:
+        for memory_id, _ in vector:
+            share = max(0.0, vector_share.get(memory_id, 0.0))
+            total[memory_id] = total.get(memory_id, 0.0) + added * share
+    return total
+
+
 def prior(settings: SearchSection, confidence: float, recency: float) -> float:
     """The seed's confidence x 3 + recent-use bonus, scaled to 0-1."""
     weights = settings.weight_confidence + settings.weight_recency

@@ -20,6 +20,7 @@ from memkeeper.storage.uses import uses_of
 from memkeeper.store.core import StoreCore
 from memkeeper.store.listing import get
 from memkeeper.store.sizes import size_warnings, storage_status
+from memkeeper.store.vector_source import search_state
 
 
 def changes(
@@ -112,7 +113,9 @@ def job_runs(core: StoreCore, *, job: str | None, limit: int) -> list[JobRun]:
 def status(core: StoreCore) -> dict[str, Any]:
     """Counts per state and kind, the files (sizes, pages, each table's rows and bytes),
     warnings about size (``[status]``), and the last run of each job; on PostgreSQL also
-    ``database`` (server and schema versions, the masked URL; ``files`` is its tables)."""
+    ``database`` (server and schema versions, the masked URL; ``files`` is its tables);
+    ``search``: by meaning or keyword-only, and why
+    (:func:`memkeeper.store.vector_source.search_state`)."""
     storage = core.storage
     with storage.lock:
         counts = memory_reads.counts_by_state_and_kind(storage.hot, storage.cold(create=False))
@@ -121,6 +124,8 @@ def status(core: StoreCore) -> dict[str, Any]:
             row["job"]: JobRun.from_row(row) for row in stored_runs.last_of_each_job(storage.hot)
         }
         database, files = storage_status(storage)
+        live = sum(sum(counts.get(state, {}).values()) for state in ("active", "pending_review"))
+        search = search_state(core.config, storage.hot, live)
     result = {
         "counts": counts,
         "messages": {"total": messages, "unsummarized": unsummarized},
@@ -128,6 +133,7 @@ def status(core: StoreCore) -> dict[str, Any]:
         "files": files,
         "warnings": size_warnings(files, core.config.status),
         "last_runs": last_runs,
+        "search": search,
     }
     if database is not None:  # PostgreSQL: the server, the schema and its version
         result["database"] = database

@@ -101,7 +101,10 @@ def search(
     chosen.embed_ms = embed_ms
     chosen.search_ms = (time.perf_counter() - started) * 1000 - embed_ms
     chosen.semantic = vectors.semantic
-    chosen.keyword_only = "" if vectors.semantic else vectors.why or "no vectors"
+    # Why it was keyword-only; nothing to say of a user with no entry at all (an empty
+    # memory answers alike wherever it is, MCP's missing database included).
+    anything = every is None or bool(every)
+    chosen.keyword_only = "" if vectors.semantic or not anything else vectors.why or "no vectors"
     log.debug(
         "search",
         candidates=len(facts),
@@ -136,9 +139,10 @@ def _rank(
     # No calibrated vector scores (fewer vectors than fusion.OUTLIER_MIN_ENTRIES): by rank.
     by_rank = bool(similar) and not vector_share
     # Keyword matches among the most similar entries, though not admitted: it counts too.
+    anchored = settings.fusion == "anchored" and not by_rank
     also = (
         []
-        if by_rank or settings.fusion == "rrf"
+        if by_rank or settings.fusion != "relative"
         else fusion.keyword_similar([k.id for k in keyword], vector_share)
     )
     keyword_of = {k.id: k for k in keyword}
@@ -147,16 +151,18 @@ def _rank(
     best = keyword[0].score if keyword else 0.0
     # Specificity orders equal keyword scores in a keyword-only search; with similarity
     # the vector list orders them (its steps, up to 2 % each, outweighed it: README).
-    specific = not vectors.semantic
-    fused = fusion.relevances(
-        settings,
-        [(k.id, k.score, k.adjacency, k.specificity * specific) for k in keyword],
-        similar,
-        vector_share,
-        list_coverage,
-        by_rank=by_rank,
-        also=also,
-    )
+    # Anchored, the keyword order is kept whole and the vectors only add to it.
+    specific = not vectors.semantic or anchored
+    scored = [(k.id, k.score, k.adjacency, k.specificity * specific) for k in keyword]
+    if anchored:
+        fused = fusion.anchored(
+            settings, scored, similar, vector_share, list_coverage, vectors.sure
+        )
+        similarity_of |= {i: vectors.cosine[i] for i in keyword_of if i in vectors.cosine}
+    else:
+        fused = fusion.relevances(
+            settings, scored, similar, vector_share, list_coverage, by_rank=by_rank, also=also
+        )
     # In no list, or a weight of 0: nothing about the entry matches.
     relevant = [
         (base, memory_id)

@@ -39,6 +39,8 @@ class VectorList(NamedTuple):
     embed_ms: float = 0.0
     semantic: bool = False
     why: str = ""
+    sure: float = 0.0
+    """How sure the list is, 0-1 (:func:`memkeeper.store.fusion.sureness`)."""
 
 
 def _none(embed_ms: float = 0.0, why: str = "") -> VectorList:
@@ -184,4 +186,6 @@ def _vector_list(
             for memory_id, c in zip(top, chosen.tolist(), strict=True)
         }
     cosine = {memory_id: min(1.0, c) for memory_id, c in zip(top, chosen.tolist(), strict=True)}
-    return VectorList(found, share, cosine, embed_ms, True)
+    best_z = float(z[0]) if outliers and len(top) else 0.0
+    sure = fusion.sureness(settings, best_z) if share else 0.0
+    return VectorList(found, share, cosine, embed_ms, True, "", sure)

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from memkeeper.config import Config
@@ -190,3 +190,27 @@ def local_embedder(found: Source) -> LocalEmbedder:
         raise ValueError(f"{found.folder}: vectors of {loaded.dimensions}, not {found.dims}")
     with _lock:
         return _local.setdefault(found.folder, loaded)
+
+
+def search_state(config: Config, db: Any, entries: int) -> dict[str, Any]:
+    """What ``status`` says of search: the embedder, its model, how many of the ``entries``
+    (active and pending review) have its vectors, and ``keyword_only``: why search is
+    keyword-only ("" when it is by meaning). The caller holds the storage lock."""
+    from memkeeper.storage.vectors import vector_count
+    from memkeeper.store import semantic
+
+    found = source(config)
+    embedded = vector_count(db, model=found.model, dims=found.dims) if found.dims else 0
+    why = found.missing or semantic.failing(found.model)
+    if not why and entries and not embedded:
+        why = f"vectors not built yet: 0 of {entries} entries embedded (the index job embeds them)"
+    if not config.search.enabled:
+        why = "retrieval is off ([search] enabled = false)"
+    return {
+        "embedder": found.kind,
+        "model": found.model,
+        "dimensions": found.dims,
+        "embedded": min(embedded, entries),
+        "entries": entries,
+        "keyword_only": why,
+    }
