@@ -326,3 +326,16 @@ def test_anchored_a_sure_vector_list_reorders_within_a_margin_and_adds() -> None
     assert "new" in sure and sure["new"] < sure["strong"]  # a vector hit joins the list
     alone = fusion.anchored(settings, [], [("new", 0.5)], share, 0.0, 0.2)
     assert alone == {"new": 0.9}  # no keyword match: the vector list alone ranks
+
+
+def test_anchored_a_weak_keyword_list_lets_a_standing_out_entry_pass() -> None:
+    """ "where does the user live?" matching only "the" (coverage 0.07): the entry 2.1
+    standard deviations up joins though not admitted, and passes the stopword matches."""
+    settings = embed_config("http://127.0.0.1:9").search
+    keyword = [("the-1", 3.0, 0.0, 0.0), ("the-2", 2.0, 0.0, 0.0)]
+    share = {"city": 1.0, "the-1": 0.9, "the-2": 0.1}
+    zscore = {"city": 2.1, "the-1": 1.8, "the-2": 0.2}
+    fused = fusion.anchored(settings, keyword, [], share, 0.07, 0.02, zscore)
+    assert max(fused, key=fused.__getitem__) == "city"
+    strong = fusion.anchored(settings, keyword, [], share, 1.0, 0.02, zscore)
+    assert "city" not in strong  # a strong keyword list: only admitted entries join

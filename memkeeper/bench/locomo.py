@@ -185,6 +185,8 @@ def ask(
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
     shutil.copy(path, copy)
     semantic.reset()
+    if not semantic.can_embed(config):
+        semantic.said_elsewhere()  # keyword-only on purpose: no warning
     out = []
     with MemoryStore(copy, config=config, clock=fixed(conversation.turns[-1].when)) as store:
         for q in conversation.questions:

@@ -59,6 +59,14 @@ class SearchSection(Section):
         "the best keyword relevance x its share of the vector list's scale, so a clear vector "
         "hit joins or passes weak keyword matches, not strong ones.",
     )
+    weak_keyword_relevance: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="With fusion = anchored: a keyword list whose best relevance (coverage x "
+        "BM25 share) is under this counts as this when vector hits are added, so a sure vector "
+        "hit passes matches that share only a common word with the query.",
+    )
     sure_z_low: float = Field(
         2.0,
         ge=0,

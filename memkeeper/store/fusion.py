@@ -238,6 +238,7 @@ def anchored(
     vector_share: dict[str, float],
     coverage: float,
     sure: float,
+    zscore: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """``fusion = "anchored"``: the keyword ranking, which the vector list only adds to.
 
@@ -245,19 +246,33 @@ def anchored(
     raised by ``weight_vector_reorder x sure x`` its vector share (0-1): the vector list
     reorders keyword matches within that margin. An entry of the vector list (``vector``,
     admitted by :func:`admitted`) adds ``weight_vector_added x sure x`` the best keyword
-    relevance x its share: a clear vector hit joins the keyword matches or passes weak ones,
-    never a strong one. ``sure`` is :func:`sureness`: where the model is unsure (a weak
-    model, a question about nothing it knows) the ranking is the keyword-only one. With no
-    keyword match at all, the vector list alone ranks (by share)."""
+    relevance (at least ``weak_keyword_relevance``: a list whose best match shares only a
+    common word with the query is weak) x its share: a clear vector hit joins the keyword
+    matches or passes weak ones, never a strong one. ``sure`` is :func:`sureness`: where
+    the model is unsure (a weak model, a question about nothing it knows) the ranking is the
+    keyword-only one. With no
+    keyword match at all, the vector list alone ranks (by share).
+
+    A weak keyword list (its best relevance under ``weak_keyword_relevance``: "where does
+    the user live?" matching only "the") has little to protect: the vector list adds as if
+    it were sure in proportion (``1 - best / weak_keyword_relevance``), and entries whose
+    z-score (``zscore``, of the most similar entries) reaches ``sure_z_low`` join it though
+    not admitted. (On LoCoMo, where questions name people, this changes nothing.)"""
     total = {i: coverage * share for i, share in keyword_shares(settings, keyword).items()}
     lift = settings.weight_vector_reorder * sure
     if lift > 0:
         for memory_id, relevance in total.items():
             total[memory_id] = relevance * (1 + lift * max(0.0, vector_share.get(memory_id, 0.0)))
     best = max(total.values(), default=0.0)
-    added = settings.weight_vector_added * sure * best if best > 0 else 1.0
+    weak = settings.weak_keyword_relevance
+    strength = min(1.0, best / weak) if weak > 0 else 1.0
+    scale = max(best, weak)
+    added = settings.weight_vector_added * max(sure, 1 - strength) * scale if best > 0 else 1.0
+    candidates = [memory_id for memory_id, _ in vector]
+    if 0 < strength < 1 and zscore:  # a weak list; none at all: the admitted alone
+        candidates += [i for i, z in zscore.items() if z >= settings.sure_z_low]
     if added > 0:
-        for memory_id, _ in vector:
+        for memory_id in dict.fromkeys(candidates):
             share = max(0.0, vector_share.get(memory_id, 0.0))
             total[memory_id] = total.get(memory_id, 0.0) + added * share
     return total

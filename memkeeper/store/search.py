@@ -91,8 +91,12 @@ def search(
         entries = list(map(itemgetter(0, VALUE + 1, KEY, VALUE), every))
     vectors = vector_list.similar(core, user_id, namespaces, query, wanted, entries)
     similar, embed_ms = vectors.found, vectors.embed_ms
+    # Anchored fusion may take entries a z-score above sure_z_low when keywords are weak
+    # (fusion.anchored decides; their facts are read with the others').
+    low = core.config.search.sure_z_low
+    extra = [(i, 0.0) for i, z in (vectors.zscore or {}).items() if z >= low]
     keyword, facts = _keyword_and_facts(
-        core, user_id, namespaces, query, wanted, include_cold, similar, every
+        core, user_id, namespaces, query, wanted, include_cold, similar + extra, every
     )
     if min_confidence > 0:
         facts = {i: row for i, row in facts.items() if row[CONFIDENCE] >= min_confidence}
@@ -156,8 +160,10 @@ def _rank(
     scored = [(k.id, k.score, k.adjacency, k.specificity * specific) for k in keyword]
     if anchored:
         fused = fusion.anchored(
-            settings, scored, similar, vector_share, list_coverage, vectors.sure
+            settings, scored, similar, vector_share, list_coverage, vectors.sure, vectors.zscore
         )
+        if vectors.zscore:  # a weak keyword list's extra vector candidates
+            similarity_of |= {i: vectors.cosine[i] for i in fused if i in vectors.cosine}
         similarity_of |= {i: vectors.cosine[i] for i in keyword_of if i in vectors.cosine}
     else:
         fused = fusion.relevances(

@@ -41,6 +41,8 @@ class VectorList(NamedTuple):
     why: str = ""
     sure: float = 0.0
     """How sure the list is, 0-1 (:func:`memkeeper.store.fusion.sureness`)."""
+    zscore: dict[str, float] | None = None
+    """Each of the most similar entries' z-score among the user's similarities."""
 
 
 def _none(embed_ms: float = 0.0, why: str = "") -> VectorList:
@@ -188,4 +190,5 @@ def _vector_list(
     cosine = {memory_id: min(1.0, c) for memory_id, c in zip(top, chosen.tolist(), strict=True)}
     best_z = float(z[0]) if outliers and len(top) else 0.0
     sure = fusion.sureness(settings, best_z) if share else 0.0
-    return VectorList(found, share, cosine, embed_ms, True, "", sure)
+    zscore = dict(zip(top, z.tolist(), strict=True)) if share and outliers else None
+    return VectorList(found, share, cosine, embed_ms, True, "", sure, zscore)
