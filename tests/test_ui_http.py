@@ -76,7 +76,7 @@ def test_the_overview_says_what_status_says(
     web = client(db, open_stores)
     page = web.get("/", params={"format": "json"}).json()
     status = cli_json(capsys, db, "status")
-    for key in ("counts", "messages", "episodes", "jobs", "last_runs", "warnings"):
+    for key in ("counts", "messages", "episodes", "jobs", "last_runs", "warnings", "search"):
         assert page[key] == status[key], key
     assert page["files"]["hot"]["bytes"] == status["files"]["hot"]["bytes"]
     html = web.get("/").text

@@ -60,7 +60,8 @@ def jobs_table(jobs: list[dict[str, Any]]) -> html.Html:
 def overview_body(data: dict[str, Any]) -> html.Html:
     hot = data["files"]["hot"]
     cold = data["files"].get("cold")
-    search = data["search"]
+    search = data.get("search") or {}
+    entries, embedded = search.get("entries") or 0, search.get("embedded") or 0
     cards = [
         ("memories", sum(sum(k.values()) for k in data["counts"].values()), "memories"),
         ("messages", data["messages"]["total"], "messages"),
@@ -68,7 +69,7 @@ def overview_body(data: dict[str, Any]) -> html.Html:
         ("episodes", data["episodes"], "episodes"),
         ("database", size_text(hot["bytes"]["db"]), "db_bytes"),
         ("change log rows", hot["tables"].get("changes", {}).get("rows", 0), "changes"),
-        ("embedded", f"{search['share']:.0%}", "embedded"),
+        ("embedded", f"{embedded / entries:.0%}" if entries else "-", "embedded"),
     ]
     if cold is not None:
         cards.insert(5, ("cold file", size_text(cold["bytes"]["db"]), "cold_bytes"))
@@ -77,13 +78,11 @@ def overview_body(data: dict[str, Any]) -> html.Html:
     graph = chart.stacked_bars(
         figures["days"], figures["series"], title="changes per day, last 90 days"
     )
-    search_line = (
-        f"{search['embedded']} of {search['live_entries']} live entries have a vector; "
-        + (
-            f"search is keyword-only: {search['keyword_only_reason']}"
-            if search["keyword_only_reason"]
-            else "search works by meaning and keywords"
-        )
+    model = f" ({search['model']})" if search.get("model") else ""
+    search_line = f"{embedded} of {entries} live entries have a vector{model}; " + (
+        f"search is keyword-only: {search['keyword_only']}"
+        if search.get("keyword_only")
+        else "search works by meaning and keywords"
     )
     service = data["service"]
     return html.join(

@@ -89,33 +89,9 @@ def chart(store: Any, now: datetime, days: int = CHART_DAYS) -> dict[str, Any]:
     return {"days": day_list, "series": {k: dict(v) for k, v in series.items() if v}}
 
 
-def search_state(store: Any, counts: dict[str, dict[str, int]]) -> dict[str, Any]:
-    """The share of live entries with a stored vector, and why search is keyword-only when
-    it is."""
-    from memkeeper.storage.vectors import vector_count
-    from memkeeper.store import semantic
-
-    live = sum(sum(counts.get(state, {}).values()) for state in ("active", "pending_review"))
-    with store.storage.lock:
-        vectors = vector_count(store.storage.hot)
-    reason = None
-    if not semantic.retrieval_enabled(store.config):
-        reason = "retrieval is switched off ([search] enabled, or MEMKEEPER_RETRIEVAL)"
-    elif vectors == 0:
-        reason = "no entry has a vector yet: the index job has not embedded any"
-    elif not semantic.has_key(store.config):
-        reason = "queries cannot be embedded: no key for the embeddings' endpoint"
-    return {
-        "live_entries": live,
-        "embedded": vectors,
-        "share": round(min(vectors, live) / live, 3) if live else 0.0,
-        "keyword_only_reason": reason,
-    }
-
-
 def operator_warnings(figures: dict[str, Any], search: dict[str, Any]) -> list[str]:
-    """What needs an operator: the store's size warnings, failed last runs, a budget used
-    up, search that cannot work by meaning."""
+    """What needs an operator: the store's size warnings, failed last runs, sessions left
+    for the next run (an LLM budget used up), search that cannot work by meaning."""
     found = list(figures["warnings"])
     for job in figures["jobs"]:
         last = job["last_run"]
@@ -128,17 +104,17 @@ def operator_warnings(figures: dict[str, Any], search: dict[str, Any]) -> list[s
                 "the next run: its LLM budget was used up, the endpoint was unavailable, or it "
                 "was stopped"
             )
-    if search["keyword_only_reason"] and search["live_entries"]:
-        found.append(f"search is keyword-only: {search['keyword_only_reason']}")
+    if search.get("keyword_only") and search.get("entries"):
+        found.append(f"search is keyword-only: {search['keyword_only']}")
     return found
 
 
 def overview(store: Any) -> dict[str, Any]:
+    """``status``'s figures (its ``search`` says by meaning or keyword-only, and why), the
+    chart, and the warnings for an operator."""
     figures = status_figures(store)
-    search = search_state(store, figures["counts"])
-    figures["search"] = search
     figures["chart"] = chart(store, store.now())
-    figures["operator_warnings"] = operator_warnings(figures, search)
+    figures["operator_warnings"] = operator_warnings(figures, figures.get("search") or {})
     return figures
 
 
