@@ -17,8 +17,9 @@ from urllib.parse import parse_qs
 from memkeeper import logs
 from memkeeper.errors import InvalidInput, MemkeeperError, NotFound
 from memkeeper.mcp.auth import AccessDenied
-from memkeeper.ui import pages_actions, pages_memories, pages_overview, pages_runs
+from memkeeper.ui import pages_actions, pages_memories, pages_overview, pages_runs, reads
 from memkeeper.ui.security import COOKIE, LOOPBACK, Guard, Sessions, UiPlan, cookie_of
+from memkeeper.ui.snapshot import Snapshot
 from memkeeper.ui.web import MAX_FORM_BYTES, PageError, View, error_page
 
 log = logs.get_logger("memkeeper.ui")
@@ -36,10 +37,11 @@ def build_app(store: Any, plan: UiPlan) -> Any:
     from starlette.routing import Route
 
     sessions = Sessions()
+    overview = Snapshot(lambda: reads.overview(store))
 
     def page(handler: Handler, *names: str, public: bool = False) -> Callable[[Any], Any]:
         async def endpoint(request: Any) -> Any:
-            view = View(request, store, plan)
+            view = View(request, store, plan, overview)
             started = time.perf_counter()
             try:
                 if not public and not view.signed_in:

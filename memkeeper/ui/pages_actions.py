@@ -86,6 +86,7 @@ async def review_act(view: View) -> Any:
     else:
         act = curation.keep if action == "keep" else curation.drop
         report = act(store, ids)
+    view.changed()
     if view.wants_json:
         return view.json(report.to_dict())
     verb = {"keep": "kept", "let go": "let go", "forget": "forgotten"}[action]
@@ -217,6 +218,7 @@ async def forget_apply(view: View) -> Any:
         erased = store.forget_namespace(user, namespace)
     else:
         erased = store.forget_user(user)
+    view.changed()
     if view.wants_json:
         return view.json({"erased": erased})
     scope_ns, scope_key = _scope(user, namespace, key)

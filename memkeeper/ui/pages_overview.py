@@ -121,7 +121,14 @@ async def overview(view: View) -> Any:
         from starlette.responses import RedirectResponse
 
         return RedirectResponse(f"/users/{quote(view.principal.user or '', safe='')}", 303)
-    data = reads.overview(view.store)
+    if view.overview is not None:
+        data, age = view.overview.get()
+    else:
+        data, age = reads.overview(view.store), 0.0
     if view.wants_json:
-        return view.json(data)
-    return view.render("Overview", overview_body(data), here="/")
+        return view.json({**data, "age_seconds": round(age, 1)})
+    body = overview_body(data)
+    if age:
+        note = f"figures as of {age:.0f} s ago (a large memory: refreshed in the background)"
+        body = html.join([tag("p", note, class_="note"), body])
+    return view.render("Overview", body, here="/")

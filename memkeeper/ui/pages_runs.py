@@ -221,6 +221,7 @@ async def undo_apply(view: View, run_id: str) -> Any:
     if fields.get("confirm") != ["yes"]:
         raise PageError(400, "confirm the undo from its preview")
     report = undo_run(view.store, run_id)
+    view.changed()
     if view.wants_json:
         return view.json(report.to_dict())
     body = undo_report_body(report, view.store)

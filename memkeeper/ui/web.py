@@ -32,6 +32,12 @@ class View:
     request: Any
     store: Any
     plan: UiPlan
+    overview: Any = None  # the overview's Snapshot (memkeeper.ui.snapshot)
+
+    def changed(self) -> None:
+        """A write from the pages: the overview's figures are stale."""
+        if self.overview is not None:
+            self.overview.mark_stale()
 
     @property
     def principal(self) -> Principal:
