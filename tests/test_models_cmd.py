@@ -81,3 +81,10 @@ def test_a_copy_without_a_model_is_refused(
     (tmp_path / "empty").mkdir()
     assert main(["models", "pull", "--from", str(tmp_path / "empty")]) == 1
     assert "holds no tokenizer.json" in capsys.readouterr().err
+
+
+def test_a_copy_that_is_not_there_is_refused(
+    cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["models", "pull", "--from", str(tmp_path / "nowhere")]) == 1
+    assert "neither a model directory nor a zip" in capsys.readouterr().err

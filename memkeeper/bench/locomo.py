@@ -283,22 +283,24 @@ def _safe(name: str) -> str:
 
 
 def table(figures: dict[str, Any]) -> str:
-    """The figures for people: overall recall@k, per category @10, per conversation @10."""
+    """The figures for people: overall recall@k, adversarial @1 and @10, per category @10,
+    per conversation @10."""
     lines = [
         f"LoCoMo retrieval: {len(figures['conversations'])} conversations, {figures['turns']} "
         f"turns, {figures['questions']} questions ({figures['evidence_dropped']} evidence ids "
         "naming no turn dropped); recall of the evidence turns",
-        f"{'system':<34} {'@1':>6} {'@3':>6} {'@5':>6} {'@10':>6}  {'adv@10':>6}  "
+        f"{'system':<34} {'@1':>6} {'@3':>6} {'@5':>6} {'@10':>6}  {'adv@1':>6} {'adv@10':>6}  "
         + " ".join(f"{CATEGORIES[c][:9]:>9}" for c in ANSWERED),
     ]
     for system, found in figures["systems"].items():
         overall = found.get("overall", {})
-        adversarial = found.get("adversarial", {}).get("@10", "-")
+        adversarial = found.get("adversarial", {})
+        adv = f"{adversarial.get('@1', '-'):>6} {adversarial.get('@10', '-'):>6}"
         cats = " ".join(f"{found.get(CATEGORIES[c], {}).get('@10', '-'):>9}" for c in ANSWERED)
         lines.append(
             f"{system:<34} "
             + " ".join(f"{overall.get(f'@{k}', '-'):>6}" for k in KS)
-            + f"  {adversarial:>6}  {cats}"
+            + f"  {adv}  {cats}"
         )
     lines.append("per conversation, overall @10 (adversarial @10):")
     for name, systems in figures["per_conversation"].items():

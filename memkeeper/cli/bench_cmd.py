@@ -59,7 +59,7 @@ from memkeeper.paths import is_database_url
 @click.option(
     "--locomo",
     "locomo_path",
-    type=click.Path(exists=True, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Instead: the LoCoMo retrieval evaluation on this file (the public locomo10.json) or "
     "directory of conversations: recall@1/3/5/10 by category of memkeeper keyword-only and "
     "hybrid beside BM25, dense and RRF. Embeds with the configured embedder (--config), or "
@@ -273,6 +273,8 @@ def bench(
 
 
 def _locomo_bench(app: App, path: Path, models: tuple[str, ...], as_json: bool) -> None:
+    if not path.exists():
+        raise click.BadParameter(f"{path} does not exist", param_hint="--locomo")
     from memkeeper.bench.locomo import run_locomo, with_local_model
     from memkeeper.bench.locomo import table as locomo_table
 

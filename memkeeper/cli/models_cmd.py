@@ -19,7 +19,7 @@ def models() -> None:
 @click.option(
     "--from",
     "source",
-    type=click.Path(exists=True, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Copy the model from this directory or zip (tokenizer.json and .safetensors "
     "weights) instead of downloading it: for a machine without network.",
 )

@@ -47,7 +47,9 @@ def search(
     """Find USER's memories relevant to QUERY (the namespace and the profile), best first.
 
     Each hit shows its score and components: similarity, keyword, confidence, recency. Hits
-    are marked used, as recall marks them. Without an API key the search is keyword-only.
+    are marked used, as recall marks them. Without vectors (no local model in the cache, no
+    key for the configured endpoint, entries not embedded yet) the search is keyword-only,
+    and a line on stderr says why.
     A last line on stderr gives the query embedding's time apart from the search's own.
     """
     memory_actions.search(

@@ -1,5 +1,9 @@
 """The semantic half of search: the retrieval switch, and the query's own embedding.
 
+Where the embedding comes from is :mod:`memkeeper.store.vector_source`'s (``[search]
+embedder``): the local model, run in this process and kept loaded
+(:func:`memkeeper.store.vector_source.local_embedder`), or an embeddings endpoint, as below.
+
 The query is embedded with one call of at most ``[search] query_timeout_s`` through one
 :class:`memkeeper.llm.embeddings.Embedder` per endpoint, key and settings, kept for the
 process and shared with the ``index`` job (:func:`shared_embedder`: a pooled client,
