@@ -1,7 +1,7 @@
 """Who may see the pages, and what they may do: the plan a server starts with, and the
 guard in front of every request.
 
-The rules (README of the docs: the web page's safety):
+The rules (the web page guide, docs/guides/ui.md, "Safety"):
 
 - A server on a loopback address (127.0.0.1, localhost, ::1) may run without tokens: whoever
   can reach it is the operator, an admin. Any other address needs the MCP server's token file
