@@ -368,8 +368,12 @@ def test_an_authentication_failure_stops_the_job_and_no_other(
     assert by_job["summarize"].status == "failed"
     assert "refused the API key (HTTP 401)" in by_job["summarize"].error
     assert "ZHIPUAI_API_KEY" in by_job["summarize"].error
-    # The index job's embeddings are refused too (the same key); it is no job failure.
-    assert all(r.status == "ok" for job, r in by_job.items() if job != "summarize")
+    # The index job's embeddings are refused too (the same key): nothing embedded, it fails
+    # saying so (issue 38); every other job is untouched.
+    assert by_job["index"].status == "failed"
+    assert "every embedding batch failed" in by_job["index"].error
+    assert "refused the API key (HTTP 401)" in by_job["index"].error
+    assert all(r.status == "ok" for job, r in by_job.items() if job not in ("summarize", "index"))
     assert len([r for r in fake.requests if r.path.endswith("/chat/completions")]) == 1
     assert snapshot(store) == before
 

@@ -163,8 +163,15 @@ def _rank(
             settings, scored, similar, vector_share, list_coverage, vectors.sure, vectors.zscore
         )
         if vectors.zscore:  # a weak keyword list's extra vector candidates
-            similarity_of |= {i: vectors.cosine[i] for i in fused if i in vectors.cosine}
-        similarity_of |= {i: vectors.cosine[i] for i in keyword_of if i in vectors.cosine}
+            similarity_of |= {
+                i: vectors.cosine[i]
+                for i in fused
+                if i not in keyword_of and vectors.share.get(i, 0.0) > 0
+            }
+        # A keyword match closer than the mean shows its cosine (as fusion.keyword_similar).
+        similarity_of |= {
+            i: vectors.cosine[i] for i in fusion.keyword_similar(keyword_of, vector_share)
+        }
     else:
         fused = fusion.relevances(
             settings, scored, similar, vector_share, list_coverage, by_rank=by_rank, also=also

@@ -52,13 +52,14 @@ EMBEDDERS_KEPT = 4
 _warned: set[str] = set()
 
 
-def warn_once(reason: str, message: str, **fields: Any) -> None:
-    """Log ``message`` as a warning the first time ``reason`` happens in this process."""
+def warn_once(reason: str, message: str, *, level: str = "warning", **fields: Any) -> None:
+    """Log ``message`` (a warning, or at ``level``) the first time ``reason`` happens in this
+    process."""
     with _lock:
         if reason in _warned:
             return
         _warned.add(reason)
-    log.warning(message, **fields)
+    getattr(log, level)(message, **fields)
 
 
 def said_elsewhere() -> None:
@@ -167,7 +168,9 @@ def warn_no_key(config: Config) -> None:
     or no local model (where to get it)."""
     why = missing(config)
     if why.startswith("no model"):
-        warn_once("no model", f"search is keyword-only: {why}")
+        # A fresh install's normal state, not a fault: said once, at info (a library is quiet
+        # at warning); every search's keyword_only says it too.
+        warn_once("no model", f"keyword-only search: {why}", level="info")
         return
     warn_once(
         "no key",

@@ -66,9 +66,10 @@ def test_the_agents_calls_name_their_user(pg_suite_url: str) -> None:
     assert len(on_tables) > 20  # the recorder saw the store's statements
     assert violations(seen) == []
     scans = {allowed_as(t) for t in on_tables} - {None}
-    # No job's scan; one whole-table read: a keyword-only search looks for any vector at all
-    # (docs/guides/scaling.md, "all-vector-presence"); rows by id after a user-filtered read.
-    assert {n for n in scans if not n.startswith("id-")} == {"all-vector-presence"}, scans
+    # No job's scan; at most one whole-table read: a keyword-only search for want of a key
+    # looks for any vector at all (docs/guides/scaling.md, "all-vector-presence"; for want of
+    # a local model it does not); rows by id after a user-filtered read.
+    assert {n for n in scans if not n.startswith("id-")} <= {"all-vector-presence"}, scans
 
 
 def test_a_pass_and_its_undo_send_only_filtered_or_documented_statements(
