@@ -172,3 +172,18 @@ def test_status_and_the_mcp_tool_say_why_search_is_keyword_only(
     assert f"search:    by meaning and keywords (local:{DEFAULT}, 4 of 4 entries embedded)" in (
         capsys.readouterr().out
     )
+
+
+def test_the_cli_search_says_why_on_stderr_without_a_log_line(
+    db_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memkeeper.cli import main
+
+    with MemoryStore(db_path, config=Config()) as store:
+        _fill(store)
+    semantic.reset()
+    assert main(["--db", str(db_path), "search", "u", "budget"]) == 0
+    err = capsys.readouterr().err
+    assert "1 hit, keyword-only" in err
+    assert "keyword-only: no model: the local embedding model" in err
+    assert "keyword-only search:" not in err  # the log line: the command says it already
