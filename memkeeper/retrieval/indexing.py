@@ -1,9 +1,10 @@
-"""The ``index`` job's run: embed what is stale, batch by batch, never failing the run.
+"""The ``index`` job's run: embed what is stale, batch by batch.
 
 Order of work: select up to ``index_batch * index_max_calls_per_run`` stale entries (one
 short read under the storage lock), split them into batches of ``index_batch``, and embed
-them on ``index_concurrency`` threads — one API call per batch, no database lock held while
-waiting. Each answer is stored as it arrives, in its own short write transaction. A batch
+them on ``index_concurrency`` threads — one call per batch (of the embeddings endpoint, or
+of the local model in this process: :mod:`memkeeper.store.vector_source`), no database lock
+held while waiting. Each answer is stored as it arrives, in its own short write transaction. A batch
 that fails (the endpoint down past its retries, a refused key, an unusable answer) is
 counted, logged in one line and skipped: its entries stay stale and are tried again next
 run, and nothing of it is stored. An auth error stops new calls (the rest would fail too).
@@ -17,10 +18,13 @@ budget), ``more_stale`` (more were stale than the budget allowed: left for the n
 (HTTP attempts, retries included), ``embed_retries`` and ``embed_tokens``. The call budget
 counts batches; a batch's retries (``[llm] max_retries``) come on top.
 
-One failure is not passed over: vectors of another dimension than ``[search]
-embedding_dimensions`` (:class:`~memkeeper.llm.embeddings.DimensionMismatch`) stop the run's
-calls and fail it with one error naming both numbers, which ``status`` shows — otherwise
-every batch would fail quietly and search stay keyword-only for good.
+Two failures are not passed over, or search would stay keyword-only for good, quietly:
+vectors of another dimension than ``[search] embedding_dimensions``
+(:class:`~memkeeper.llm.embeddings.DimensionMismatch`) stop the run's calls and fail it with
+one error naming both numbers; and a run in which every batch failed (nothing embedded: a
+refused key, an endpoint down) fails with the last batch's error (:class:`IndexFailed`).
+``status`` shows either, and ``run-once`` exits non-zero. Without the local model in the
+cache (or, for an endpoint, without its key) the job is skipped, saying how to get it.
 """
 
 from __future__ import annotations
