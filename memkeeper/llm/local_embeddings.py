@@ -23,6 +23,7 @@ endpoint's (:mod:`memkeeper.llm.embeddings`).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -168,27 +169,26 @@ class LocalModel:
         return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
 
 
-_blas: Any = None
-
-
 def _one_blas_thread() -> Any:
     """BLAS on one thread while a text batch runs (threadpoolctl, when installed): the
     matrices of a few short texts are small, and OpenBLAS's threads spinning on a busy
     2-core machine made a batch up to ten times slower (200 turns of LoCoMo through
     all-MiniLM-L6-v2: 98 s, against 11 s on one thread)."""
-    global _blas
-    if _blas is None:
-        try:
-            from threadpoolctl import ThreadpoolController
-
-            _blas = ThreadpoolController()
-        except ImportError:
-            _blas = False
-    if not _blas:
+    controller = _blas_controller()
+    if controller is None:
         import contextlib
 
         return contextlib.nullcontext()
-    return _blas.limit(limits=1, user_api="blas")
+    return controller.limit(limits=1, user_api="blas")
+
+
+@functools.cache
+def _blas_controller() -> Any:
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    return ThreadpoolController()
 
 
 def _json(path: Path) -> dict[str, Any]:
