@@ -61,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
         "weight_recency": 1.0,
         "recency_half_life_days": 30,
         "min_similarity": 0.3,
+        "local_min_similarity": 0.25,
         "outlier_p": 0.01,
         "context_episodes": 5,
         "embedder": "auto",

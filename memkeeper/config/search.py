@@ -139,6 +139,14 @@ class SearchSection(Section):
         "least this, or when it is an outlier (outlier_p); keyword matches are always in the "
         "keyword list.",
     )
+    local_min_similarity: float = Field(
+        0.25,
+        ge=-1,
+        le=1,
+        description="min_similarity for the local model, whose cosines run lower than a "
+        'hosted model\'s (all-MiniLM-L6-v2: "where does the user live?" and "city: Paris" '
+        "at 0.29; unrelated texts mostly under 0.15).",
+    )
     outlier_p: float = Field(
         0.01,
         ge=0,

@@ -129,14 +129,18 @@ def keyword_similar(keyword: Sequence[str], share: dict[str, float]) -> list[str
     return [memory_id for memory_id in keyword if share.get(memory_id, 0.0) > 0]
 
 
-def admitted(settings: SearchSection, similarity: Any, z: Any, threshold: float) -> Any:
+def admitted(
+    settings: SearchSection, similarity: Any, z: Any, threshold: float, floor: float | None = None
+) -> Any:
     """Whether an entry is in the vector list (elementwise over numpy arrays of cosines and
-    z-scores): a cosine at or above ``min_similarity``, or a
+    z-scores): a cosine at or above ``floor`` (``min_similarity``, or
+    ``local_min_similarity`` for the local model), or a
     similarity so far above the user's others (``z`` of at least :func:`outlier_z`'s
     ``threshold``) that it is clearly the query's — a floor relative to the user's own
     distribution, so a model whose cosines run low (the evaluation's stand-in: a true
     paraphrase at 0.27, 4.5 standard deviations above the rest) still finds it."""
-    return (similarity >= settings.min_similarity) | (z >= threshold)
+    floor = settings.min_similarity if floor is None else floor
+    return (similarity >= floor) | (z >= threshold)
 
 
 def keyword_shares(

@@ -175,7 +175,9 @@ def _vector_list(
     threshold = fusion.outlier_z(settings, count)
     outliers = spread >= fusion.MIN_SPREAD  # else no distribution: the floor alone
     z = (chosen - mean) / spread if outliers else np.zeros_like(chosen)
-    keep = fusion.admitted(settings, chosen, z, threshold)
+    local = vector_source.source(core.config).kind == "local"
+    floor = settings.local_min_similarity if local else settings.min_similarity
+    keep = fusion.admitted(settings, chosen, z, threshold, floor)
     kept = np.flatnonzero(keep).tolist()
     cosines = chosen[keep].tolist()
     found = [(top[i], min(1.0, c)) for i, c in zip(kept, cosines, strict=True)]

@@ -56,7 +56,7 @@ def static_model(folder: Path, dims: int = 16) -> Path:
     matrix = np.zeros((len(vocab), dims), dtype=np.float32)
     for i, word in enumerate(vocab):
         concept = next((c for c, words in CONCEPTS.items() if word in words), None)
-        noise = rng.standard_normal(dims) * (0.15 if concept else 1.0)
+        noise = rng.standard_normal(dims) * (0.15 if concept else 0.5)
         matrix[i] = (axes[concept] * 3 if concept else 0) + noise
     matrix[vocab.index("[UNK]")] = 0
     (folder / "tokenizer.json").write_text(_tokenizer_json(vocab), encoding="utf-8")
