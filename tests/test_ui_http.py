@@ -128,6 +128,46 @@ def test_undo_from_the_page_equals_memkeeper_undo(
     assert memories_of(capsys, twin) == after_page
 
 
+def test_a_large_runs_undo_preview_judges_a_page_at_a_time_as_the_whole_dry_run_does(
+    db: str,
+    demo: Path,
+    tmp_path: Path,
+    open_stores: list[Any],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past one page of changes the preview judges the page it shows (its cost follows the
+    page, not the run); page by page, the judgements are the whole dry run's."""
+    from collections import Counter
+
+    from memkeeper.ui import pages_runs
+
+    web = client(db, open_stores, allow_writes=True)
+    twin = ui_store(twin_of(demo, tmp_path))  # the same runs, read on SQLite
+    open_stores.append(twin)
+    by_run = Counter(c.run_id for c in twin.changes(limit=100_000) if c.run_id)
+    run_id, total = by_run.most_common(1)[0]
+    assert total >= 3, "the demo's year has a run of several changes"
+    monkeypatch.setattr(pages_runs, "CHANGES_PER_PAGE", 2)
+    whole = cli_json(capsys, db, "undo", run_id, "--dry-run")
+    found: dict[str, list[Any]] = {"reverted": [], "already_undone": [], "conflicts": []}
+    pages = -(-total // 2)
+    for page in range(1, pages + 1):
+        answer = web.get(f"/runs/{run_id}/undo", params={"page": page, "format": "json"})
+        judged = answer.json()
+        assert (judged["total"], judged["page"]) == (total, page)
+        assert judged["judged"] == min(2, total - 2 * (page - 1))
+        found["reverted"] += judged["reverted"]
+        found["already_undone"] += judged["already_undone"]
+        found["conflicts"] += sorted(judged["conflicts"])
+    assert sorted(found["reverted"]) == sorted(whole["reverted"])
+    assert sorted(found["already_undone"]) == sorted(whole["already_undone"])
+    assert sorted(found["conflicts"]) == sorted(whole["conflicts"])
+    page_one = web.get(f"/runs/{run_id}/undo")
+    assert "this page judges changes 1 to 2" in page_one.text
+    assert 'id="confirm-undo"' in page_one.text  # the apply is offered for the whole run
+
+
 @pytest.mark.parametrize("action", ["keep", "let go", "forget"])
 def test_review_actions_equal_their_cli_twins(
     db: str,

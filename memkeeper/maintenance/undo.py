@@ -185,6 +185,63 @@ def _refuse_when_too_old(store: MemoryStore, run_id: str, started: datetime | No
     )
 
 
+def _undo_each(
+    store: MemoryStore, changes: list[Change], ctx: JobContext, report: UndoReport
+) -> list[Change]:
+    """Judge each change, newest first, and revert it unless a dry run: the ones reverted.
+
+    Each judgement reads only the change's own entry, so any slice of a run is judged as the
+    whole run would judge it (:func:`preview_changes`)."""
+    reverted: list[Change] = []
+    for change in changes:
+        if change.memory_id is None:
+            continue
+        current = store.storage.current_images([change.memory_id]).get(change.memory_id)
+        if current == change.before:
+            report.already_undone.append(change.id)
+            continue
+        if current != change.after:
+            report.conflict(change, "changed since that run")
+            continue
+        clash = _key_conflict(store, change)
+        if clash:
+            report.conflict(change, clash)
+            continue
+        if _revert(store, change, ctx):
+            report.reverted.append(change.id)
+            reverted.append(change)
+        else:
+            report.conflict(change, "changed while undoing")
+    return reverted
+
+
+def preview_changes(
+    store: MemoryStore, run_id: str, changes: list[Change], *, now: datetime | None = None
+) -> UndoReport:
+    """What undo of run ``run_id`` would do with ``changes``, a slice of its changes (a page
+    of a large run): the judgement ``undo_run(dry_run=True)`` makes of each, without reading
+    the rest of the run, so a preview's cost follows the slice, not the run. Nothing is
+    written and no lock is taken. The run-wide notes (a prune's users over the cap again)
+    need the whole run: :func:`undo_run` gives them."""
+    known = job_runs.job_and_start(store.storage.hot, run_id)
+    if not changes and not known:
+        raise NotFound(f"no run {run_id!r} in the job runs or the change log")
+    _refuse_when_too_old(store, run_id, known[1] if known else None)
+    moment = now or store.now()
+    report = UndoReport(new_run_id(UNDO_JOB, moment), run_id, True)
+    report.undone_job = known[0] if known else _job_of(changes)
+    ctx = JobContext(
+        store=store,
+        job=UNDO_JOB,
+        config=store.config.jobs,
+        now=moment,
+        run_id=report.run_id,
+        dry_run=True,
+    )
+    _undo_each(store, sorted(changes, key=lambda c: c.id, reverse=True), ctx, report)
+    return report
+
+
 def undo_run(
     store: MemoryStore,
     run_id: str,
@@ -219,26 +276,7 @@ def undo_run(
         if not dry_run:
             record_run_start(store, report.run_id, UNDO_JOB, "manual", moment, None)
             reconcile_now(store.storage)
-        reverted: list[Change] = []
-        for change in changes:
-            if change.memory_id is None:
-                continue
-            current = store.storage.current_images([change.memory_id]).get(change.memory_id)
-            if current == change.before:
-                report.already_undone.append(change.id)
-                continue
-            if current != change.after:
-                report.conflict(change, "changed since that run")
-                continue
-            clash = _key_conflict(store, change)
-            if clash:
-                report.conflict(change, clash)
-                continue
-            if _revert(store, change, ctx):
-                report.reverted.append(change.id)
-                reverted.append(change)
-            else:
-                report.conflict(change, "changed while undoing")
+        reverted = _undo_each(store, changes, ctx, report)
         if report.undone_job == "prune":
             report.notes.extend(_prune_notes(store, reverted, dry_run))
         if not dry_run:

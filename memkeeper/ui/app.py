@@ -30,14 +30,22 @@ Handler = Callable[..., Awaitable[Any]]
 _STATUS_OF = ((NotFound, 404), (AccessDenied, 403), (InvalidInput, 400))
 
 
-def build_app(store: Any, plan: UiPlan) -> Any:
-    """The Starlette app of ``memkeeper ui`` over ``store`` (which stays the caller's)."""
+def build_app(store: Any, plan: UiPlan, *, warm: bool = False) -> Any:
+    """The Starlette app of ``memkeeper ui`` over ``store`` (which stays the caller's).
+
+    ``warm``: compute the overview's figures now, before the app serves anything. On a large
+    memory they take seconds (the sizes and counts of every table), and the overview then
+    answers from them at once while the next figures are computed in the background
+    (:mod:`memkeeper.ui.snapshot`): the server pays that once, at start, not its first
+    visitor."""
     from starlette.applications import Starlette
     from starlette.responses import RedirectResponse
     from starlette.routing import Route
 
     sessions = Sessions()
     overview = Snapshot(lambda: reads.overview(store))
+    if warm:
+        overview.get()
 
     def page(handler: Handler, *names: str, public: bool = False) -> Callable[[Any], Any]:
         async def endpoint(request: Any) -> Any:
@@ -135,7 +143,7 @@ class UiServer:
         import uvicorn
 
         self.plan = plan
-        self.app = build_app(store, plan)
+        self.app = build_app(store, plan, warm=True)
         config = uvicorn.Config(
             self.app,
             host=plan.host,

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from memkeeper.audit.explain import describe_change
 from memkeeper.config import JOB_ORDER
-from memkeeper.maintenance.undo import entry_label, undo_run
+from memkeeper.maintenance.undo import entry_label, preview_changes, undo_run
 from memkeeper.records import Change
 from memkeeper.ui import html, reads
 from memkeeper.ui.html import link, tag
@@ -154,7 +154,9 @@ async def run_page(view: View, run_id: str) -> Any:
     return view.render(f"Run {run_id}", html.join(body), here="/runs")
 
 
-def undo_report_body(report: Any, store: Any) -> list[Any]:
+def undo_report_body(report: Any, store: Any, judged: list[Change] | None = None) -> list[Any]:
+    """What an undo did or would do; ``judged``: the page of changes a paged preview judged
+    (None: the whole run was judged, and its first page is listed)."""
     verb = "would revert" if report.dry_run else "reverted"
     body: list[Any] = [
         tag(
@@ -167,8 +169,11 @@ def undo_report_body(report: Any, store: Any) -> list[Any]:
     ]
     if report.reverted:
         reverted = set(report.reverted)
-        first, _ = reads.run_changes(store, report.undone_run, page=1, per_page=CHANGES_PER_PAGE)
-        changes = [c for c in first if c.id in reverted]
+        if judged is None:
+            judged, _ = reads.run_changes(
+                store, report.undone_run, page=1, per_page=CHANGES_PER_PAGE
+            )
+        changes = [c for c in judged if c.id in reverted]
         body.append(
             html.table(
                 ["change", "memory", "owner", "what", "action", "what happened and why"],
@@ -194,16 +199,40 @@ def undo_report_body(report: Any, store: Any) -> list[Any]:
 
 
 async def undo_preview(view: View, run_id: str) -> Any:
+    """What undo would do, before it is done. A run of up to one page of changes is judged
+    whole (``undo --dry-run``); a larger one a page at a time, so that a run of 50,000
+    changes previews as fast as one of 200 (the apply judges every change again)."""
     view.require_admin()
-    report = undo_run(view.store, run_id, dry_run=True)
+    page = view.page_number()
+    changes, total = reads.run_changes(view.store, run_id, page=page, per_page=CHANGES_PER_PAGE)
+    paged = total > CHANGES_PER_PAGE
+    if paged:
+        report = preview_changes(view.store, run_id, changes)
+    else:
+        report = undo_run(view.store, run_id, dry_run=True)
     if view.wants_json:
-        return view.json(report.to_dict())
-    body = undo_report_body(report, view.store)
+        judged = {"total": total, "page": page, "judged": len(changes) if paged else total}
+        return view.json({**report.to_dict(), **judged})
+    body: list[Any] = []
+    if paged:
+        first = (page - 1) * CHANGES_PER_PAGE + 1
+        body.append(
+            tag(
+                "p",
+                f"This run made {total:,} changes; this page judges changes {first:,} to "
+                f"{first + len(changes) - 1:,} (oldest first). Undo reverts all of them, "
+                "judging each again as it goes.",
+                class_="note",
+            )
+        )
+    body.extend(undo_report_body(report, view.store, changes if paged else None))
+    if paged:
+        body.append(html.pager(f"{run_href(run_id)}/undo", {}, page, CHANGES_PER_PAGE, total))
     if not view.plan.allow_writes:
         body.append(
             tag("p", "Read-only: start memkeeper ui with --allow-writes to undo.", class_="note")
         )
-    elif report.reverted:
+    elif report.reverted or paged:
         body.append(
             html.form(
                 f"{run_href(run_id)}/undo",
