@@ -86,6 +86,13 @@ def test_the_overview_says_what_status_says(
     assert "<svg" in html and "http" not in re.sub(r'xmlns="http://www.w3.org/2000/svg"', "", html)
     series = page["chart"]["series"]
     assert len(page["chart"]["days"]) == 90 and sum(series["pruned"].values()) > 0
+    # The memory's growth: the entries created in the last 30 days, as the change log says.
+    since = page["chart"]["days"][-30]
+    created = [
+        c for c in cli_json(capsys, db, "log", "--limit", "1000000") if c["action"] == "create"
+    ]
+    grown = sum(1 for c in created if c["at"][:10] >= since)
+    assert f'data-figure="created_30_days">{grown}<' in html
 
 
 def test_a_runs_page_lists_the_changes_log_run_lists(

@@ -73,8 +73,16 @@ def overview_body(data: dict[str, Any]) -> html.Html:
     ]
     if cold is not None:
         cards.insert(5, ("cold file", size_text(cold["bytes"]["db"]), "cold_bytes"))
-    warnings = [tag("p", warning, class_="warn") for warning in data["operator_warnings"]]
     figures = data["chart"]
+    created = figures["series"].get("created", {})
+    cards.append(  # the memory's growth: entries written in the chart's last 30 days
+        (
+            "new in the last 30 days",
+            sum(created.get(day, 0) for day in figures["days"][-30:]),
+            "created_30_days",
+        )
+    )
+    warnings = [tag("p", warning, class_="warn") for warning in data["operator_warnings"]]
     graph = chart.stacked_bars(
         figures["days"], figures["series"], title="changes per day, last 90 days"
     )
