@@ -223,39 +223,25 @@ def preview_changes(
     the rest of the run, so a preview's cost follows the slice, not the run. Nothing is
     written and no lock is taken. The run-wide notes (a prune's users over the cap again)
     need the whole run: :func:`undo_run` gives them."""
-    known = job_runs.job_and_start(store.storage.hot, run_id)
-    if not changes and not known:
-        raise NotFound(f"no run {run_id!r} in the job runs or the change log")
-    _refuse_when_too_old(store, run_id, known[1] if known else None)
-    moment = now or store.now()
-    report = UndoReport(new_run_id(UNDO_JOB, moment), run_id, True)
-    report.undone_job = known[0] if known else _job_of(changes)
-    ctx = JobContext(
-        store=store,
-        job=UNDO_JOB,
-        config=store.config.jobs,
-        now=moment,
-        run_id=report.run_id,
-        dry_run=True,
-    )
+    report, ctx = _begin(store, run_id, changes, now=now, dry_run=True)
     _undo_each(store, sorted(changes, key=lambda c: c.id, reverse=True), ctx, report)
     return report
 
 
-def undo_run(
+def _begin(
     store: MemoryStore,
     run_id: str,
+    changes: list[Change],
     *,
-    now: datetime | None = None,
-    dry_run: bool = False,
-    lock_wait_seconds: float | None = None,
-) -> UndoReport:
-    """Revert run ``run_id``'s changes, newest first, as a new run (job ``undo``)."""
-    changes = store.changes(run_id=run_id, newest_first=True)
+    now: datetime | None,
+    dry_run: bool,
+) -> tuple[UndoReport, JobContext]:
+    """The undo's report and job context, once the run is known and inside the undo window
+    (``changes``: the run's, or the slice of them a preview judges, oldest last)."""
     known = job_runs.job_and_start(store.storage.hot, run_id)
     if not changes and not known:
         raise NotFound(f"no run {run_id!r} in the job runs or the change log")
-    started = known[1] if known else changes[-1].at
+    started = known[1] if known else min(change.at for change in changes)
     _refuse_when_too_old(store, run_id, started)
     moment = now or store.now()
     report = UndoReport(new_run_id(UNDO_JOB, moment), run_id, dry_run)
@@ -268,6 +254,21 @@ def undo_run(
         run_id=report.run_id,
         dry_run=dry_run,
     )
+    return report, ctx
+
+
+def undo_run(
+    store: MemoryStore,
+    run_id: str,
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    lock_wait_seconds: float | None = None,
+) -> UndoReport:
+    """Revert run ``run_id``'s changes, newest first, as a new run (job ``undo``)."""
+    changes = store.changes(run_id=run_id, newest_first=True)
+    report, ctx = _begin(store, run_id, changes, now=now, dry_run=dry_run)
+    moment = ctx.now
     lock = jobs_lock(store.storage)
     if not dry_run:
         wait = store.config.service.lock_wait_seconds
