@@ -18,9 +18,8 @@ from memkeeper.cli import (
 )
 from memkeeper.cli.render import VALUE_LIMIT, memory_label, memory_table, owner, shown, shown_lines
 from memkeeper.errors import NotFound
-from memkeeper.maintenance.locks import service_state
 from memkeeper.records import KINDS, STATES, Change
-from memkeeper.service.schedule_info import job_schedule_status
+from memkeeper.service.schedule_info import status_report
 from memkeeper.storage import job_runs
 from memkeeper.storage.messages import session_exists
 
@@ -250,14 +249,10 @@ def _server_summary(database: dict[str, Any], files: dict[str, Any]) -> str:
 
 def status_data(app: App) -> dict[str, Any]:
     store = app.store(create=False)
-    data = store.status()
-    now = store.now()
-    data["now"] = now.isoformat()
-    data["jobs"] = job_schedule_status(store.config, data["last_runs"], now)
-    data["service"] = service_state(store.storage)
-    data["last_runs"] = {job: run.to_dict() for job, run in data["last_runs"].items()}
+    data = status_report(store)
     from memkeeper.cli.summarize_cmd import parked_list
 
+    now = store.now()
     data["parked_sessions"] = [item.to_dict(now) for item in parked_list(app)[1]]
     return data
 

@@ -51,3 +51,18 @@ def job_schedule_status(
             }
         )
     return rows
+
+
+def status_report(store: Any) -> dict[str, Any]:
+    """What ``memkeeper status --json`` says, and ``memkeeper ui``'s overview shows: the
+    store's status (counts, messages, episodes, files, warnings, search), the time, each
+    job's schedule with its last and next run, and whether the service runs."""
+    from memkeeper.maintenance.locks import service_state
+
+    data = store.status()
+    now = store.now()
+    data["now"] = now.isoformat()
+    data["jobs"] = job_schedule_status(store.config, data["last_runs"], now)
+    data["service"] = service_state(store.storage)
+    data["last_runs"] = {job: run.to_dict() for job, run in data["last_runs"].items()}
+    return data

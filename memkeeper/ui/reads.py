@@ -59,16 +59,9 @@ def series_of(action: str, actor: str) -> str:
 def status_figures(store: Any) -> dict[str, Any]:
     """What ``memkeeper status --json`` says, from the same library calls: counts, messages,
     episodes, files, warnings, each job's last and next run, the service."""
-    from memkeeper.maintenance.locks import service_state
-    from memkeeper.service.schedule_info import job_schedule_status
+    from memkeeper.service.schedule_info import status_report
 
-    data = store.status()
-    now = store.now()
-    data["now"] = now.isoformat()
-    data["jobs"] = job_schedule_status(store.config, data["last_runs"], now)
-    data["service"] = service_state(store.storage)
-    data["last_runs"] = {job: run.to_dict() for job, run in data["last_runs"].items()}
-    return data
+    return status_report(store)
 
 
 def chart(store: Any, now: datetime, days: int = CHART_DAYS) -> dict[str, Any]:
