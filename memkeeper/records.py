@@ -3,7 +3,7 @@
 Records are immutable snapshots: changing memory goes through :class:`memkeeper.MemoryStore`,
 never through a record. Every time on a record is a timezone-aware UTC datetime. The records
 beyond an entry and its search results (Message, Episode, Change, JobRun, Context) are
-defined in :mod:`memkeeper.records_more` and read from here as well.
+defined in :mod:`memkeeper.activity_records` and read from here as well.
 """
 
 from __future__ import annotations
@@ -195,13 +195,13 @@ class SearchResults(list[SearchHit]):
 
 
 _ELSEWHERE = frozenset({"Change", "Context", "Episode", "JobRun", "Message"})
-"""Records defined in :mod:`memkeeper.records_more`, read from here too: each dataclass costs
-about a millisecond to build at import, and ``recall`` needs only :class:`Memory`."""
+"""Records defined in :mod:`memkeeper.activity_records`, read from here too: each dataclass
+costs about a millisecond to build at import, and ``recall`` needs only :class:`Memory`."""
 
 
 def __getattr__(name: str) -> Any:
     if name in _ELSEWHERE:
-        from memkeeper import records_more
+        from memkeeper import activity_records
 
-        return getattr(records_more, name)
+        return getattr(activity_records, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -54,3 +54,31 @@ def test_slow_figures_are_served_while_the_next_are_computed(monkeypatch) -> Non
     figures.mark_stale()  # a write: the next request starts a refresh at once
     assert figures.get()[0] == {"n": 2}
     wait_for(lambda: figures.get()[0] == {"n": 3})
+
+
+def test_the_server_computes_the_first_figures_before_it_serves(monkeypatch, tmp_path) -> None:
+    """``memkeeper ui`` warms the overview as it starts: on a large memory its first visitor
+    is answered from figures already there, not kept waiting for them."""
+    from memkeeper import MemoryStore
+    from memkeeper.ui import app, reads
+    from memkeeper.ui.security import UiPlan
+
+    monkeypatch.setattr(snapshot, "FRESH_MS", 0.0)  # every memory counts as large here
+    computed: list[int] = []
+    real = reads.overview
+    monkeypatch.setattr(reads, "overview", lambda store: computed.append(1) or real(store))
+    with MemoryStore(tmp_path / "memory.db") as store:
+        store.remember("ann", "city", "Oslo")
+        app.build_app(store, UiPlan(port=0))
+        assert computed == []  # a test's app computes on demand
+        server = app.UiServer(store, UiPlan(port=0))
+        assert computed == [1]  # the server's, before anything was asked
+        with app_client(server.app) as web:
+            assert web.get("/", params={"format": "json"}).status_code == 200
+        assert computed == [1]  # the first request was answered from them
+
+
+def app_client(web_app):
+    from starlette.testclient import TestClient
+
+    return TestClient(web_app, base_url="http://127.0.0.1:8766")

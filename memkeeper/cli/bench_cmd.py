@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -191,23 +193,15 @@ def bench(
             memories=memories or sizes[0],
             users=users or sizes[1],
             seed=seed,
-            say=lambda text: click.echo(f"bench: {text}", err=True),
+            say=_progress,
         )
-        if as_json:
-            print_json(found)
-        else:
-            click.echo(ui_table(found))
+        _report(found, ui_table, as_json)
         return
     if startup_runs is not None:
         from memkeeper.bench.startup import measure_startup, startup_table
 
-        found = measure_startup(
-            startup_runs, say=lambda text: click.echo(f"bench: {text}", err=True)
-        )
-        if as_json:
-            print_json(found)
-        else:
-            click.echo(startup_table(found))
+        found = measure_startup(startup_runs, say=_progress)
+        _report(found, startup_table, as_json)
         return
     if locomo_path is not None:
         _locomo_bench(app, locomo_path, models, as_json)
@@ -220,12 +214,9 @@ def bench(
             app.config,
             size=eval_size,
             seed=eval_seed,
-            say=lambda text: click.echo(f"bench: {text}", err=True),
+            say=_progress,
         )
-        if as_json:
-            print_json(figures)
-        else:
-            click.echo(eval_table(figures))
+        _report(figures, eval_table, as_json)
         return
     if mcp_clients is not None:
         from memkeeper.bench.mcp_load import (
@@ -240,12 +231,9 @@ def bench(
             memories=memories or DEFAULT_MEMORIES,
             users=users or DEFAULT_USERS,
             seed=seed,
-            say=lambda text: click.echo(f"bench: {text}", err=True),
+            say=_progress,
         )
-        if as_json:
-            print_json(loads)
-        else:
-            click.echo(mcp_table(loads))
+        _report(loads, mcp_table, as_json)
         return
     if merge:
         _merge_bench(users, seed, keep, as_json)
@@ -265,11 +253,8 @@ def bench(
         raise click.BadParameter("needs at least as many memories as users", param_hint="--users")
     if keep is not None and keep.exists() and any(keep.iterdir()):
         raise click.BadParameter(f"{keep} is not empty", param_hint="--keep")
-    figures = run_bench(options, say=lambda text: click.echo(f"bench: {text}", err=True))
-    if as_json:
-        print_json(figures)
-    else:
-        click.echo(table(figures))
+    figures = run_bench(options, say=_progress)
+    _report(figures, table, as_json)
 
 
 def _locomo_bench(app: App, path: Path, models: tuple[str, ...], as_json: bool) -> None:
@@ -282,12 +267,9 @@ def _locomo_bench(app: App, path: Path, models: tuple[str, ...], as_json: bool) 
         path,
         app.config,
         models=[(Path(m).name, with_local_model(app.config, m)) for m in models],
-        say=lambda text: click.echo(f"bench: {text}", err=True),
+        say=_progress,
     )
-    if as_json:
-        print_json(figures)
-    else:
-        click.echo(locomo_table(figures))
+    _report(figures, locomo_table, as_json)
 
 
 def _fleet_bench(hosts: int, rate: float | None, postgres_url: str | None, as_json: bool) -> None:
@@ -299,12 +281,9 @@ def _fleet_bench(hosts: int, rate: float | None, postgres_url: str | None, as_js
         hosts,
         postgres_url,
         rate=RATE_PER_AGENT if rate is None else rate,
-        say=lambda text: click.echo(f"bench: {text}", err=True),
+        say=_progress,
     )
-    if as_json:
-        print_json(figures)
-    else:
-        click.echo(fleet_table(figures))
+    _report(figures, fleet_table, as_json)
 
 
 def _merge_bench(users: int | None, seed: int, keep: Path | None, as_json: bool) -> None:
@@ -314,10 +293,20 @@ def _merge_bench(users: int | None, seed: int, keep: Path | None, as_json: bool)
         raise click.BadParameter(f"{keep} is not empty", param_hint="--keep")
     click.echo(f"bench: merge on {users or 10_000:,} users", err=True)
     figures = run_merge_bench(users or 10_000, seed=seed, root=keep)
+    _report(figures, summary, as_json)
+
+
+def _progress(text: str) -> None:
+    """A bench's progress line, on standard error (standard output holds its figures)."""
+    click.echo(f"bench: {text}", err=True)
+
+
+def _report(figures: Any, render: Callable[[Any], str], as_json: bool) -> None:
+    """A bench's figures: one JSON document with --json, else ``render``'s table."""
     if as_json:
         print_json(figures)
     else:
-        click.echo(summary(figures))
+        click.echo(render(figures))
 
 
 def register(cli: click.Group) -> None:

@@ -19,7 +19,7 @@ from memkeeper.cli import (
 from memkeeper.cli.render import VALUE_LIMIT, memory_label, memory_table, owner, shown, shown_lines
 from memkeeper.errors import NotFound
 from memkeeper.records import KINDS, STATES, Change
-from memkeeper.service.schedule_info import status_report
+from memkeeper.service.schedule_info import human_size, status_report
 from memkeeper.storage import job_runs
 from memkeeper.storage.messages import session_exists
 
@@ -205,25 +205,14 @@ def _session_known(store: Any, user: str, namespace: str, session: str) -> bool:
     return session_exists(store.storage.hot, user, namespace, session)
 
 
-def _human_size(size: int | None) -> str:
-    if size is None:
-        return "absent"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"  # pragma: no cover
-
-
 def _file_summary(file: dict[str, Any]) -> str:
     """``1.2 MiB, WAL 32.0 KiB, 12 free pages``: a file's size at a glance."""
     sizes = file["bytes"]
     if sizes["db"] is None:
         return "absent"
-    parts = [_human_size(sizes["db"])]
+    parts = [human_size(sizes["db"])]
     if sizes.get("wal"):
-        parts.append(f"WAL {_human_size(sizes['wal'])}")
+        parts.append(f"WAL {human_size(sizes['wal'])}")
     pages = file.get("pages")
     if pages and pages["freelist_count"]:
         free = pages["freelist_count"]
@@ -237,7 +226,7 @@ def _server_summary(database: dict[str, Any], files: dict[str, Any]) -> str:
     version = database["schema_version"] or "none"
     if not database["schema_current"]:
         version += " (not current)"
-    size = _human_size(files["hot"]["bytes"]["db"])
+    size = human_size(files["hot"]["bytes"]["db"])
     line = (
         f"PostgreSQL {database['server_version']}, schema {database['schema']} at {version}, {size}"
     )
@@ -284,7 +273,7 @@ def status(app: App, as_json: bool) -> None:
     for label, file, summary in shown_files:
         click.echo(f"{label:<10} {shown(file['path'], None)} ({summary})")
         for name, table in file["tables"].items():
-            size = "" if table["bytes"] is None else _human_size(table["bytes"])
+            size = "" if table["bytes"] is None else human_size(table["bytes"])
             rows = "row " if table["rows"] == 1 else "rows"
             click.echo(f"  {name:<{width}} {table['rows']:>9} {rows}  {size}".rstrip())
     for warning in data["warnings"]:

@@ -34,9 +34,6 @@ runs (``memkeeper run --mcp``) or a test does.
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -44,15 +41,15 @@ from typing import Any
 from memkeeper import logs
 from memkeeper.config import Config
 from memkeeper.config.mcp import split_list
-from memkeeper.errors import ConfigError, InvalidInput, MemkeeperError
+from memkeeper.errors import ConfigError, InvalidInput
 from memkeeper.mcp.auth import load_tokens
 from memkeeper.mcp.gate import Gate, HttpPlan, principal_of_request
+from memkeeper.mcp.serving import ThreadedServer
 from memkeeper.mcp.sessions import SessionLimits
 
 log = logs.get_logger("memkeeper.mcp")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-START_TIMEOUT_SECONDS = 10.0
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -165,7 +162,7 @@ def build_app(store: Any, plan: HttpPlan) -> Any:
     return app
 
 
-class HttpServer:
+class HttpServer(ThreadedServer):
     """uvicorn serving :func:`build_app`, in the foreground or in a thread."""
 
     def __init__(self, store: Any, plan: HttpPlan) -> None:
@@ -187,8 +184,7 @@ class HttpServer:
             lifespan="on",
             timeout_graceful_shutdown=3,
         )
-        self.server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
+        super().__init__(config, what="the MCP HTTP server", thread_name="memkeeper-mcp")
 
     def open_sessions(self) -> int:
         """Stateful sessions open now, every principal's (expired ones not counted)."""
@@ -196,53 +192,18 @@ class HttpServer:
         return sessions.total()
 
     @property
-    def port(self) -> int:
-        """The port listened on (the real one when the plan asked for 0)."""
-        for server in getattr(self.server, "servers", None) or []:  # set once listening
-            for sock in server.sockets:
-                return int(sock.getsockname()[1])
-        return self.plan.port
-
-    @property
     def url(self) -> str:
         host = f"[{self.plan.host}]" if ":" in self.plan.host else self.plan.host
         return f"http://{host}:{self.port}/mcp"
 
     def run(self) -> None:
-        """Serve until SIGTERM or Ctrl-C (main thread), then stop gracefully: exit 0.
-
-        uvicorn serves in a thread; left in the main thread, it would re-raise the SIGTERM
-        it caught once stopped, and the process would end killed by the signal.
-        """
-        stop = threading.Event()
-        previous = {
-            signum: signal.signal(signum, lambda *_: stop.set())
-            for signum in (signal.SIGTERM, signal.SIGINT)
-        }
-        try:
-            self.start()
-            while not stop.wait(0.5):
-                if self._thread is None or not self._thread.is_alive():
-                    raise MemkeeperError("the MCP HTTP server stopped unexpectedly")
-            log.info("stopping the MCP server")
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            self.stop()
+        """Serve until SIGTERM or Ctrl-C (main thread), then stop gracefully: exit 0."""
+        self.serve_until_signalled()
         log.info("MCP server stopped")
 
     def start(self) -> None:
         """Serve in a background thread; returns once listening (or raises)."""
-        self._thread = threading.Thread(target=self.server.run, name="memkeeper-mcp", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not self.server.started and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if not self.server.started:
-            self.stop()
-            raise MemkeeperError(
-                f"the MCP HTTP server could not listen on {self.plan.host}:{self.plan.port}"
-            )
+        super().start()
         log.info("MCP server listening", url=self.url, auth=self._auth_text())
 
     def _auth_text(self) -> str:
@@ -252,10 +213,7 @@ class HttpServer:
 
     def stop(self) -> None:
         """Stop serving and wait for the thread (requests in flight get a few seconds)."""
-        self.server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=START_TIMEOUT_SECONDS)
-            self._thread = None
+        super().stop()
         self.close_stores()
 
     def close_stores(self) -> None:

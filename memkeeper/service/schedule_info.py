@@ -66,3 +66,15 @@ def status_report(store: Any) -> dict[str, Any]:
     data["service"] = service_state(store.storage)
     data["last_runs"] = {job: run.to_dict() for job, run in data["last_runs"].items()}
     return data
+
+
+def human_size(size: int | None) -> str:
+    """A file's or table's size as ``status`` and the web page say it: ``12.3 MiB``."""
+    if size is None:
+        return "absent"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover

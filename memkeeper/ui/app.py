@@ -8,7 +8,6 @@ so the store is never used by two requests at once.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,6 +16,7 @@ from urllib.parse import parse_qs
 from memkeeper import logs
 from memkeeper.errors import InvalidInput, MemkeeperError, NotFound
 from memkeeper.mcp.auth import AccessDenied
+from memkeeper.mcp.serving import ThreadedServer
 from memkeeper.ui import pages_actions, pages_memories, pages_overview, pages_runs, reads
 from memkeeper.ui.security import COOKIE, LOOPBACK, Guard, Sessions, UiPlan, cookie_of
 from memkeeper.ui.snapshot import Snapshot
@@ -24,7 +24,6 @@ from memkeeper.ui.web import MAX_FORM_BYTES, PageError, View, error_page
 
 log = logs.get_logger("memkeeper.ui")
 
-START_TIMEOUT_SECONDS = 10.0
 Handler = Callable[..., Awaitable[Any]]
 
 _STATUS_OF = ((NotFound, 404), (AccessDenied, 403), (InvalidInput, 400))
@@ -135,7 +134,7 @@ class _GuardMiddleware:
         await self.guard(scope, receive, send)
 
 
-class UiServer:
+class UiServer(ThreadedServer):
     """uvicorn serving :func:`build_app`, in a thread: until Ctrl-C or SIGTERM (``run``), or
     while a test needs it (``start``/``stop``)."""
 
@@ -153,15 +152,7 @@ class UiServer:
             lifespan="off",
             timeout_graceful_shutdown=3,
         )
-        self.server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        for server in getattr(self.server, "servers", None) or []:
-            for sock in server.sockets:
-                return int(sock.getsockname()[1])
-        return self.plan.port
+        super().__init__(config, what="memkeeper ui", thread_name="memkeeper-ui")
 
     @property
     def url(self) -> str:
@@ -170,42 +161,12 @@ class UiServer:
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}/"
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.server.run, name="memkeeper-ui", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not self.server.started and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if not self.server.started:
-            self.stop()
-            raise MemkeeperError(
-                f"memkeeper ui could not listen on {self.plan.host}:{self.plan.port}"
-            )
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=START_TIMEOUT_SECONDS)
-            self._thread = None
-
     def run(self, on_start: Callable[[str], None] | None = None) -> None:
         """Serve until SIGTERM or Ctrl-C, then stop."""
-        import signal
 
-        stop = threading.Event()
-        previous = {
-            signum: signal.signal(signum, lambda *_: stop.set())
-            for signum in (signal.SIGTERM, signal.SIGINT)
-        }
-        try:
-            self.start()
+        def started() -> None:
             log.info("memkeeper ui listening", url=self.url, writes=self.plan.allow_writes)
             if on_start is not None:
                 on_start(self.url)
-            while not stop.wait(0.5):
-                if self._thread is None or not self._thread.is_alive():
-                    raise MemkeeperError("memkeeper ui stopped unexpectedly")
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            self.stop()
+
+        self.serve_until_signalled(started)

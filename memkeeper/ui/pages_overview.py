@@ -7,20 +7,10 @@ from typing import Any
 from urllib.parse import quote
 
 from memkeeper.records import KINDS, STATES
+from memkeeper.service.schedule_info import human_size
 from memkeeper.ui import chart, html, reads
 from memkeeper.ui.html import link, tag
 from memkeeper.ui.web import View
-
-
-def size_text(size: int | None) -> str:
-    if size is None:
-        return "absent"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"  # pragma: no cover
 
 
 def minute(iso: str | None) -> str:
@@ -67,12 +57,12 @@ def overview_body(data: dict[str, Any]) -> html.Html:
         ("messages", data["messages"]["total"], "messages"),
         ("unsummarized", data["messages"]["unsummarized"], "unsummarized"),
         ("episodes", data["episodes"], "episodes"),
-        ("database", size_text(hot["bytes"]["db"]), "db_bytes"),
+        ("database", human_size(hot["bytes"]["db"]), "db_bytes"),
         ("change log rows", hot["tables"].get("changes", {}).get("rows", 0), "changes"),
         ("embedded", f"{embedded / entries:.0%}" if entries else "-", "embedded"),
     ]
     if cold is not None:
-        cards.insert(5, ("cold file", size_text(cold["bytes"]["db"]), "cold_bytes"))
+        cards.insert(5, ("cold file", human_size(cold["bytes"]["db"]), "cold_bytes"))
     figures = data["chart"]
     created = figures["series"].get("created", {})
     cards.append(  # the memory's growth: entries written in the chart's last 30 days

@@ -1,10 +1,10 @@
-"""The records beyond a memory entry: messages, episodes, change-log rows, job runs and the
-prompt prefill.
+"""The records of what happens around memory entries: conversation messages, task episodes,
+change-log rows, job runs, and the prompt prefill built from them.
 
 Importable from :mod:`memkeeper.records` as well (which defines :class:`~memkeeper.records.
 Memory` and the search results, and shares its :class:`~memkeeper.records.Record` helpers);
 they live apart so that a memory command does not build their dataclasses at start-up
-(README, Performance: start-up).
+(see the performance page's "Start-up").
 """
 
 from __future__ import annotations
