@@ -38,6 +38,10 @@ class InvalidInput(MemkeeperError):
     exit_code = EXIT_DATA
 
 
+class ErasedValueRefused(InvalidInput):
+    """A write carries a value the user asked to forget (memkeeper.storage.erased_values)."""
+
+
 class InvalidTime(InvalidInput):
     """A time could not be parsed or has no timezone."""
 

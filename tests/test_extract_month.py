@@ -117,12 +117,15 @@ def test_a_month_of_conversations(store: MemoryStore) -> None:
         assert store.forget("u1", "home_city") == 1
 
         clock.move_to(DAY1 + timedelta(days=21))
-        # The old session gets new messages and becomes due; its day-1 sentence about the
-        # city is extracted again, from an old message: the forget stands.
+        # The old session gets new messages and becomes due; the forget redacted its
+        # sentence about the city ("我还是住[erased]。"), so nothing proposes it again.
         add_session(store, "old", 12, start=DAY1 + timedelta(days=21), text=lambda i: "好。")
         talk(store, "d22", {2: "报告继续用Word。"}, DAY1 + timedelta(days=21))
         (summarize,) = run(store, ["summarize"])
-        assert summarize.stats["extract_skipped_forgotten"] == 1
+        assert "extract_skipped_forgotten" not in summarize.stats
+        with store.storage.lock:
+            said = [r["content"] for r in store.storage.hot.query("SELECT content FROM messages")]
+        assert "我还是住[erased]。" in said and not any("北京" in text for text in said)
         assert summarize.stats["memories_reconfirmed"] == 1
         assert store.recall("u1", "home_city") is None
         word = store.recall("u1", "report_format")

@@ -33,6 +33,7 @@ ACTION_VERBS = {
     "keep": "kept after review",
     "undo": "undone",
     "forget": "erased",
+    "redact": "redacted",
     "summarize": "summarized",
     "session_failed": "not summarized",
     "park": "parked",
@@ -72,6 +73,9 @@ def describe_change(change: Change) -> str:
         and before.get("confidence") != after.get("confidence")
     ):
         what += f" (confidence {before.get('confidence')} → {after.get('confidence')})"
+    redacted = (change.details or {}).get("redacted_at")
+    if redacted and change.action != "redact":
+        what += f" (redacted by a forget on {redacted[:10]}: an erased value is shown as [erased])"
     source = f", source {_quote(change.source, 40)}" if change.source else ""
     return f"{when}  {verb}: {what} — {who}{source}"
 

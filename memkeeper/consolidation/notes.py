@@ -39,6 +39,7 @@ from memkeeper.llm.errors import (
     SummaryRejected,
 )
 from memkeeper.maintenance.jobkit import JobContext, PlannedChange
+from memkeeper.storage import erased_values
 from memkeeper.storage.transitions import Transition, supersede, with_changes
 from memkeeper.store.entries import new_entry_image
 from memkeeper.summarize.gate import check_summary
@@ -107,6 +108,9 @@ def note_transitions(
 ) -> list[Transition]:
     """The new note's creation and both notes' supersession."""
     older, newer = _ordered(pair)
+    blocked = erased_values.matcher_for(ctx.store.storage.hot.conn, older["user_id"])
+    if blocked is not None:  # the notes predate a forget: the merge must not carry it on
+        text, _ = erased_values.redact(text, blocked.spans(text))
     image = new_entry_image(
         user_id=older["user_id"],
         namespace=older["namespace"],

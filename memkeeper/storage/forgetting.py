@@ -33,13 +33,14 @@ forget still scrubbing in another process is left to finish.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.storage import transitions
+from memkeeper.storage import derived, erased_values, transitions
 from memkeeper.storage.base import Storage
 from memkeeper.storage.batches import delete_in
 from memkeeper.storage.changelog import change_row, insert_changes
@@ -158,28 +159,91 @@ def erase(
     return erase_in_files(storage, selection, actor=actor, now=now, reason=reason)
 
 
+def preview(storage: Storage, selection: Selection, *, now: datetime) -> Removed:
+    """What :func:`erase` would do with ``selection``, computed and not written: the counts,
+    the ids it would erase and what it would reach (:class:`Removed` with no texts)."""
+    with storage.lock:
+        return remove_rows(storage, selection, actor="preview", now=now, reason="", dry_run=True)
+
+
 @dataclass
 class Removed:
-    """What :func:`remove_rows` deleted: counts, the erased texts (for the scrub) and ids."""
+    """What :func:`remove_rows` deleted: counts, the erased texts (for the scrub), ids, and
+    what it reached beyond them (None for a whole user or namespace)."""
 
     counts: dict[str, int]
     texts: list[str]
     ids: list[str]
+    reach: derived.Reach | None = None
 
     @property
     def anything(self) -> bool:
         return any(self.counts.values())
 
 
+def _erased_values(
+    hot_rows: Sequence[dict[str, Any]], orphans: Sequence[dict[str, Any]]
+) -> set[tuple[str, str, str, str]]:
+    """(user, namespace, key, value) of every fact or preference value the erasure removes,
+    from the rows and their change-log images: what no text of the user's may carry after."""
+    images = [dict(row) for row in hot_rows]
+    for row in orphans:
+        images += [json.loads(row[c]) for c in ("before", "after") if row[c]]
+    return {
+        (str(i["user_id"]), str(i["namespace"]), str(i["key"]), str(i["value"]))
+        for i in images
+        if i.get("kind") in ("fact", "preference") and i.get("key") is not None and i.get("value")
+    }
+
+
+def _reach(
+    storage: Storage,
+    selection: Selection,
+    user_id: str | None,
+    ids: Sequence[str],
+    values: set[tuple[str, str, str, str]],
+    *,
+    write: bool,
+) -> tuple[derived.Reach | None, list[erased_values.ErasedValue]]:
+    """What the erasure reaches beyond ``ids`` (:mod:`memkeeper.storage.derived`), and the
+    hashes of its values. Nothing for a whole user or namespace: it takes everything."""
+    if user_id is None or selection.whole_user or selection.whole_namespace:
+        return None, []
+    conn = storage.hot.conn
+    secret = erased_values.secret_of(conn, create=write and bool(values))
+    if secret is None:
+        secret = secrets.token_bytes(32)  # a preview before any forget: hashes not kept
+    hashed = [
+        found
+        for user, namespace, key, value in sorted(values)
+        if (
+            found := erased_values.hashed(
+                secret, value, erased_values.key_digest(user, namespace, key)
+            )
+        )
+    ]
+    matcher = erased_values.Matcher.of(secret, hashed) if hashed else None
+    reach = derived.plan(storage, user_id, ids, matcher, by_id=selection.memory_id is not None)
+    return reach, hashed
+
+
 def remove_rows(
-    storage: Storage, selection: Selection, *, actor: str, now: datetime, reason: str
+    storage: Storage,
+    selection: Selection,
+    *,
+    actor: str,
+    now: datetime,
+    reason: str,
+    dry_run: bool = False,
 ) -> Removed:
     """Delete what ``selection`` names, everywhere, and log it; inside the caller's write
     transaction on the hot database (one of both backends' erasures).
 
     Cold rows (their own commit when cold storage is another file), hot rows, change-log
-    rows, uses, vectors, and for a whole user or namespace its messages and episodes; then,
-    if anything was there, the content-free ``forget`` row and the tombstones.
+    rows, uses, vectors, and for a whole user or namespace its messages and episodes; what
+    the erasure reaches beyond them (:mod:`memkeeper.storage.derived`: derived entries erased,
+    carriers redacted); then, if anything was there, the content-free ``forget`` row, the
+    tombstones and the erased values' hashes. ``dry_run``: count all of it, write nothing.
     """
     where, params = selection.memory_where()
     hot = storage.hot
@@ -198,7 +262,7 @@ def remove_rows(
             change_params,
         )
     )
-    all_ids = sorted(
+    named = sorted(
         {r["id"] for r in hot_rows}
         | {r["id"] for r in cold_rows}
         | {r["memory_id"] for r in orphans if r["memory_id"]}
@@ -206,15 +270,31 @@ def remove_rows(
     owner = (hot_rows or cold_rows or orphans or [{}])[0]
     user_id = selection.user_id or owner.get("user_id")
     namespace = selection.namespace if not selection.memory_id else owner.get("namespace")
+    values = _erased_values(hot_rows + cold_rows, orphans)
+    reach, hashed = _reach(storage, selection, user_id, named, values, write=not dry_run)
+    more = sorted(reach.derived) if reach else []
+    all_ids = sorted({*named, *more})
     texts = [row[f] for row in hot_rows + cold_rows for f in _TEXT_FIELDS]
     texts += _texts_of_changes(orphans)
-    if cold is not None and cold_rows:
+    if reach is not None:
+        texts += sorted(reach.taken)
+        texts += [reach.images[i]["value"] for i in more if i in reach.images]
+        texts += [v[3] for v in values]
+    counts = {"memories": len(named)}
+    if dry_run:
+        counts.update(_previewed(storage, selection, all_ids, reach))
+        return Removed(counts, [], all_ids, reach)
+    more_cold = [
+        i for i in more if reach and i in reach.images and reach.images[i]["state"] == "cold"
+    ]
+    if cold is not None and (cold_rows or more_cold or (reach and reach.cold_entries)):
         with immediate_transaction(cold):
-            delete_in(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows])
+            delete_in(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows] + more_cold)
+            if reach is not None:
+                derived.apply_cold(cold, reach)
         transitions.step_hook("forget-cold-committed")
     conn = hot.conn
-    counts = {"memories": len(all_ids)}
-    delete_in(conn, "memories", "id", [r["id"] for r in hot_rows])
+    delete_in(conn, "memories", "id", [r["id"] for r in hot_rows] + more)
     counts["changes"] = delete_in(conn, "changes", "memory_id", all_ids)
     counts["changes"] += delete_in(conn, "changes", "id", [r["id"] for r in orphans])
     delete_uses(hot, all_ids)  # ids and times only: not counted as erased content
@@ -232,7 +312,11 @@ def remove_rows(
             counts[table] = conn.execute(
                 f"DELETE FROM {table} WHERE {owner_sql}", owner_params
             ).rowcount
-    removed = Removed(counts, texts, all_ids)
+    if reach is not None:
+        derived.apply(storage, reach, actor=actor, now=now, reason=_REDACT_REASON)
+        delete_vectors(hot, sorted(reach.entries))  # re-embedded from the redacted text
+        counts.update(reach.counts())
+    removed = Removed(counts, texts, all_ids, reach)
     if removed.anything:
         insert_changes(
             hot,
@@ -252,7 +336,43 @@ def remove_rows(
         )
         for scope, parts in _tombstones(selection, hot_rows + cold_rows, orphans, all_ids):
             record_tombstone(conn, scope, parts, now)
+        if user_id is not None:
+            erased_values.record(conn, user_id, hashed, now)
     return removed
+
+
+_REDACT_REASON = "redacted by a forget at the user's request: an erased value became [erased]"
+
+
+def _change_ids(hot: Any, ids: Sequence[str], reach: derived.Reach | None) -> set[int]:
+    marks = ", ".join("?" for _ in ids)
+    sql = f"SELECT id FROM changes WHERE memory_id IN ({marks})"
+    params: list[Any] = list(ids)
+    if reach is not None:
+        sql += " AND user_id = ?"
+        params.append(reach.user_id)
+    return {row["id"] for row in hot.query(sql, params)}
+
+
+def _previewed(
+    storage: Storage,
+    selection: Selection,
+    all_ids: Sequence[str],
+    reach: derived.Reach | None,
+) -> dict[str, int]:
+    """The counts a dry run reports: what the same erasure would delete and redact."""
+    hot = storage.hot
+    counts: dict[str, int] = {}
+    if selection.whole_user or selection.whole_namespace:
+        owner_sql, owner_params = selection.owner_where()
+        for table, _columns in (("changes", ()), *OWNER_TABLES):
+            sql = f"SELECT count(*) AS n FROM {table} WHERE {owner_sql}"
+            counts[table] = int(next(iter(hot.query(sql, owner_params)))["n"])
+    else:
+        counts["changes"] = len(_change_ids(hot, all_ids, reach)) if all_ids else 0
+    if reach is not None:
+        counts.update(reach.counts())
+    return counts
 
 
 def finish_interrupted(storage: Storage) -> bool:

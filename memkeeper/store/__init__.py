@@ -1,10 +1,9 @@
 """MemoryStore: the API agents use to write and read memory.
 
 One object over the two files (hot database and cold storage), safe to use from several
-processes at once (SQLite WAL, immediate write transactions, a busy timeout) and from several
-threads of one process (an internal lock). Every change to a memory goes through
-:mod:`memkeeper.storage.transitions` and is logged in the same transaction; erasure goes through
-:mod:`memkeeper.storage.forgetting`.
+processes (SQLite WAL, immediate write transactions, a busy timeout) and threads at once.
+Every change goes through :mod:`memkeeper.storage.transitions`, logged in its transaction;
+erasure goes through :mod:`memkeeper.storage.forgetting`.
 
 ``MemoryStore`` is a facade: each method hands the call to the module of its concern, which
 checks the input and does the work on the store's shared :class:`~memkeeper.store.core.StoreCore`
@@ -15,14 +14,11 @@ checks the input and does the work on the store's shared :class:`~memkeeper.stor
   curation, undo and the summarize job;
 * :mod:`~memkeeper.store.writing` — ``remember`` and ``add_note``;
 * :mod:`~memkeeper.store.conversations` — messages, episodes and ``history``;
-* :mod:`~memkeeper.store.recall` — ``recall``; :mod:`~memkeeper.store.search` — ``search``;
-  :mod:`~memkeeper.store.listing` — ``get`` and ``list_memories``;
-  :mod:`~memkeeper.store.context` — the ranked prompt prefill;
-* :mod:`~memkeeper.store.forgetting` — the ``forget`` calls;
+* ``recall``, ``search``, ``get``/``list_memories`` and the prompt prefill: in
+  :mod:`~memkeeper.store.recall`, ``search``, ``listing`` and ``context``;
+* :mod:`~memkeeper.store.forgetting` — the ``forget`` calls and their previews;
 * :mod:`~memkeeper.store.inspection` — the change log, ``explain``, job runs and ``status``;
-* :mod:`~memkeeper.store.transfer` — importing and exporting files (reading and checking an
-  import in :mod:`~memkeeper.store.import_check`, writing it in
-  :mod:`~memkeeper.store.import_apply`).
+* :mod:`~memkeeper.store.transfer` — importing and exporting files.
 """
 
 from __future__ import annotations
@@ -345,21 +341,25 @@ class MemoryStore:
 
     # -- forgetting -------------------------------------------------------------------------
 
-    def forget(self, user_id: str, key: str, *, namespace: str = "") -> int:
-        """Erase every value ``key`` ever had for the user (hot, cold, log). Returns how many."""
-        return forgetting.forget(self._core, user_id, key, namespace=namespace)
+    def forget(self, user_id: str, key: str, *, namespace: str = "", dry_run: bool = False) -> Any:
+        """Erase every value ``key`` ever had for the user (hot, cold, log) and what memkeeper
+        derived from it in every namespace of the user; returns how many entries it had.
+        ``dry_run=True`` returns what it would erase, redact and rebuild instead (ids, kinds
+        and counts, never a value) and changes nothing."""
+        return forgetting.forget(self._core, user_id, key, namespace=namespace, dry_run=dry_run)
 
-    def forget_memory(self, memory_id: str) -> int:
-        """Erase one entry (a note, say) by id, with its history. Returns 1, or 0 if absent."""
-        return forgetting.forget_memory(self._core, memory_id)
+    def forget_memory(self, memory_id: str, *, dry_run: bool = False) -> Any:
+        """Erase one entry by id, with its history and what was derived from it (a summary's
+        earlier summaries; its facts stay). 1, or 0 if absent; ``dry_run`` as forget."""
+        return forgetting.forget_memory(self._core, memory_id, dry_run=dry_run)
 
-    def forget_namespace(self, user_id: str, namespace: str) -> dict[str, int]:
-        """Erase a project: the namespace's memories, messages, episodes, their log rows."""
-        return forgetting.forget_namespace(self._core, user_id, namespace)
+    def forget_namespace(self, user_id: str, namespace: str, *, dry_run: bool = False) -> Any:
+        """Erase a project: its memories, messages, episodes, log rows (``dry_run``: preview)."""
+        return forgetting.forget_namespace(self._core, user_id, namespace, dry_run=dry_run)
 
-    def forget_user(self, user_id: str) -> dict[str, int]:
-        """Erase everything about a user: memories, messages, episodes, their log rows."""
-        return forgetting.forget_user(self._core, user_id)
+    def forget_user(self, user_id: str, *, dry_run: bool = False) -> Any:
+        """Erase everything about a user: memories, messages, episodes, log rows (or preview)."""
+        return forgetting.forget_user(self._core, user_id, dry_run=dry_run)
 
     # -- the change log and runs ------------------------------------------------------------
 

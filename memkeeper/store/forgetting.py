@@ -14,8 +14,9 @@ from typing import Any
 from memkeeper import validation
 from memkeeper.errors import InvalidInput
 from memkeeper.storage.base import Storage
-from memkeeper.storage.forgetting import Selection
+from memkeeper.storage.forgetting import Removed, Selection
 from memkeeper.storage.forgetting import erase as erase_live
+from memkeeper.storage.forgetting import preview as preview_live
 from memkeeper.storage.sqlite import set_aside
 from memkeeper.store import bm25_index
 from memkeeper.store.core import StoreCore
@@ -34,10 +35,45 @@ def erase(core_storage: Storage, selection: Selection, **how: Any) -> dict[str, 
     return counts
 
 
-def forget(core: StoreCore, user_id: str, key: str, *, namespace: str) -> int:
-    """Erase every value ``key`` ever had for the user (hot, cold, log). Returns how many."""
+def preview(removed: Removed) -> dict[str, Any]:
+    """A dry run's answer: counts, and the ids and kinds of what would be erased, redacted
+    and rebuilt. Never a value: it is shown, logged and sent as it is."""
+    reach = removed.reach
+    images = reach.images if reach else {}
+    derived = reach.derived if reach else {}
+
+    def entry(memory_id: str) -> dict[str, Any]:
+        image = images.get(memory_id) or {}
+        found: dict[str, Any] = {"id": memory_id, "kind": image.get("kind")}
+        if memory_id in derived:
+            found["why"] = derived[memory_id]
+        return found
+
+    return {
+        "dry_run": True,
+        "counts": dict(removed.counts),
+        "erase": [entry(memory_id) for memory_id in removed.ids],
+        "redact": {
+            "entries": sorted([*reach.entries, *reach.cold_entries]) if reach else [],
+            "messages": sorted(reach.messages) if reach else [],
+            "episodes": sorted(reach.episodes) if reach else [],
+            "change_rows": len(reach.changes) if reach else 0,
+        },
+        "rebuild": sorted(reach.unmark) if reach else [],
+    }
+
+
+def forget(
+    core: StoreCore, user_id: str, key: str, *, namespace: str, dry_run: bool = False
+) -> int | dict[str, Any]:
+    """Erase every value ``key`` ever had for the user (hot, cold, log), and what memkeeper
+    derived from it. Returns how many entries the key had; with ``dry_run``, the
+    :func:`preview` of it, writing nothing."""
     user_id, namespace = core.owner(user_id, namespace)
     key = core.key(key)
+    if dry_run:
+        selection = Selection(user_id=user_id, namespace=namespace, key=key)
+        return preview(preview_live(core.storage, selection, now=core.now()))
     counts = erase(
         core.storage,
         Selection(user_id=user_id, namespace=namespace, key=key),
@@ -48,9 +84,14 @@ def forget(core: StoreCore, user_id: str, key: str, *, namespace: str) -> int:
     return counts["memories"]
 
 
-def forget_memory(core: StoreCore, memory_id: str) -> int:
-    """Erase one entry (a note, say) by id, with its history. Returns 1, or 0 if absent."""
+def forget_memory(
+    core: StoreCore, memory_id: str, *, dry_run: bool = False
+) -> int | dict[str, Any]:
+    """Erase one entry (a note, say) by id, with its history and what was derived from it.
+    Returns 1, or 0 if absent; with ``dry_run``, the :func:`preview`."""
     core.lookup(("memory_id", memory_id))
+    if dry_run:
+        return preview(preview_live(core.storage, Selection(memory_id=memory_id), now=core.now()))
     counts = erase(
         core.storage,
         Selection(memory_id=memory_id),
@@ -61,7 +102,9 @@ def forget_memory(core: StoreCore, memory_id: str) -> int:
     return counts["memories"]
 
 
-def forget_namespace(core: StoreCore, user_id: str, namespace: str) -> dict[str, int]:
+def forget_namespace(
+    core: StoreCore, user_id: str, namespace: str, *, dry_run: bool = False
+) -> dict[str, Any]:
     """Erase one namespace of a user (a project): its memories, messages, episodes and their
     log rows. The default namespace (the user's profile) is not a project: forget_user."""
     user_id, namespace = core.owner(user_id, namespace)
@@ -70,6 +113,9 @@ def forget_namespace(core: StoreCore, user_id: str, namespace: str) -> dict[str,
             "namespace: the default namespace is the user's profile, not a project; "
             "forget its keys one by one, or everything about the user with forget_user"
         )
+    if dry_run:
+        selection = Selection(user_id=user_id, namespace=namespace)
+        return preview(preview_live(core.storage, selection, now=core.now()))
     return erase(
         core.storage,
         Selection(user_id=user_id, namespace=namespace),
@@ -79,9 +125,11 @@ def forget_namespace(core: StoreCore, user_id: str, namespace: str) -> dict[str,
     )
 
 
-def forget_user(core: StoreCore, user_id: str) -> dict[str, int]:
+def forget_user(core: StoreCore, user_id: str, *, dry_run: bool = False) -> dict[str, Any]:
     """Erase everything about a user: memories, messages, episodes, their log rows."""
     user_id = validation.identifier("user_id", user_id, max_chars=core.config.limits.max_key_chars)
+    if dry_run:
+        return preview(preview_live(core.storage, Selection(user_id=user_id), now=core.now()))
     return erase(
         core.storage,
         Selection(user_id=user_id),

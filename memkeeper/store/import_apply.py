@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.clock import from_db, to_db
-from memkeeper.storage import memory_reads
+from memkeeper.storage import erased_values, memory_reads
 from memkeeper.storage.batches import batched
 from memkeeper.storage.tombstones import erased_at
 from memkeeper.storage.transaction import write_transaction
@@ -83,11 +83,16 @@ def _forgotten(
     key: str | None,
     memory_id: str | None,
     written_at: datetime | None,
+    value: str | None = None,
 ) -> bool:
     """Whether the user erased this entry (its id), or its key or themselves after it was
-    written (``written_at`` None: unknown, so before)."""
+    written (``written_at`` None: unknown, so before), or its key or value carries a value
+    the user erased (:mod:`memkeeper.storage.erased_values`)."""
     hot = store.storage.hot
     if memory_id is not None and erased_at(hot, "memory", (memory_id,)) is not None:
+        return True
+    blocked = erased_values.matcher_for(hot.conn, user_id)
+    if blocked is not None and (blocked.carries(value) or blocked.carries(key)):
         return True
     scopes: list[tuple[str, tuple[str, ...]]] = [("user", (user_id,))]
     if key is not None:
@@ -153,6 +158,12 @@ def import_agent_json(
                 # What is stored already (stated again after a forget, say) is just present.
                 if _present(store, user_id, namespace, entry, current):
                     report.unchanged += 1
+                    continue
+                blocked = erased_values.matcher_for(store.storage.hot.conn, user_id)
+                if blocked is not None and (
+                    blocked.carries(entry.value) or blocked.carries(entry.key)
+                ):
+                    report.forgotten += 1  # carries a value the user erased
                     continue
                 if _forgotten(store, user_id, namespace, entry.key, None, entry.created_at):
                     restated = replace(entry, created_at=None)
@@ -318,6 +329,7 @@ def _erased_line(store: MemoryStore, image: Image) -> bool:
         image["key"],
         image["id"],
         from_db(image["updated_at"]),
+        image["value"],
     )
 
 

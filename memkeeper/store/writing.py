@@ -11,6 +11,7 @@ from __future__ import annotations
 from memkeeper import validation
 from memkeeper.errors import InvalidInput
 from memkeeper.records import KEYED_KINDS, Memory
+from memkeeper.storage import erased_values
 from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Transition
 from memkeeper.store.core import StoreCore
@@ -43,6 +44,9 @@ def remember(
     ttl_days = validation.ttl_days(ttl_days)
     storage = core.storage
     with write_transaction(storage, users=[user_id]):
+        conn = storage.hot.conn
+        if not erased_values.lift(conn, user_id, namespace, key, value):
+            erased_values.refuse_carried(conn, user_id, {"key": key, "value": value})
         now = core.now()
         transitions, result_id = remember_plan(
             storage,
@@ -93,5 +97,7 @@ def add_note(
         ttl_days=validation.ttl_days(ttl_days),
         now=core.now(),
     )
-    core.apply([Transition(image["id"], None, image, "create", "new note")], "add_note")
+    with write_transaction(core.storage, users=[user_id]):
+        erased_values.refuse_carried(core.storage.hot.conn, user_id, {"note": text})
+        core.apply([Transition(image["id"], None, image, "create", "new note")], "add_note")
     return Memory.from_image(image)

@@ -3,7 +3,9 @@
 Inside one write transaction it re-checks that nothing moved since the session was read (its
 messages still unsummarized, its current summary the same one), writes the new note and
 supersedes the previous summary through the shared transition mechanism (with their
-change-log rows), marks the messages (``summarized_at``, ``summary_id``) and remembers what
+change-log rows), with every span that carries a value the user erased replaced by
+``[erased]`` (:mod:`memkeeper.storage.erased_values`: old messages or an old summary must not
+bring it back), marks the messages (``summarized_at``, ``summary_id``) and remembers what
 extraction kept (:mod:`~memkeeper.summarize.extract_commit`, the third sieve). A session that
 moved meanwhile is left exactly as it was, due again next run. The change log records the
 model, the tokens and the ids of the messages the summary covers.
@@ -14,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from memkeeper.maintenance.jobkit import JobContext
-from memkeeper.storage import messages
+from memkeeper.storage import erased_values, messages
 from memkeeper.storage.transaction import write_transaction
 from memkeeper.storage.transitions import Image, Transition, supersede
 from memkeeper.store.entries import new_entry_image
@@ -51,6 +53,9 @@ def commit(ctx: JobContext, result: SessionResult, model: str) -> bool:
             and (current["id"] != seen["id"] or current["value"] != seen["value"])
         ):
             return False
+        blocked = erased_values.matcher_for(storage.hot.conn, session.user_id)
+        if blocked is not None:
+            result.summary, _ = erased_values.redact(result.summary, blocked.spans(result.summary))
         transitions = summary_transitions(ctx, result, current, model)
         outcomes = ctx.apply(transitions)
         if not all(outcome.applied for outcome in outcomes):

@@ -12,7 +12,9 @@ Left alone, and counted (``skipped_<reason>``):
 
 * ``forgotten``: the user erased this key (a tombstone, :mod:`memkeeper.storage.tombstones`)
   after the messages stating it were written — old messages never undo a forget; the user
-  saying it again afterwards, or the agent's own ``remember``, is not blocked;
+  saying it again afterwards, or the agent's own ``remember``, is not blocked; or the value
+  or key carries a value the user erased (:mod:`memkeeper.storage.erased_values`), under
+  whatever key the model chose;
 * ``pinned``: the current value is pinned and differs (a pin is the operator's word);
 * ``stale``: the current value was written after the messages stating the new one (what the
   agent remembered since is newer than an old conversation being summarized late).
@@ -31,6 +33,7 @@ from typing import Any
 from memkeeper.clock import from_db
 from memkeeper.maintenance.jobkit import JobContext
 from memkeeper.storage.base import Storage
+from memkeeper.storage.erased_values import Matcher, matcher_for
 from memkeeper.storage.tombstones import erased_at
 from memkeeper.storage.transitions import Image, Transition
 from memkeeper.store.entries import current_entry, remember_plan
@@ -63,12 +66,21 @@ def _slot(
 
 
 def _skip_reason(
-    storage: Storage, user_id: str, namespace: str, item: Extracted, current: Image | None
+    storage: Storage,
+    user_id: str,
+    namespace: str,
+    item: Extracted,
+    current: Image | None,
+    erased_values_: Matcher | None,
 ) -> str | None:
     stated = from_db(item.stated_at)
     assert stated is not None
     erased = forgotten_at(storage, user_id, namespace, item.key)
     if erased is not None and stated <= erased:
+        return "forgotten"
+    if erased_values_ is not None and (
+        erased_values_.carries(item.value) or erased_values_.carries(item.key)
+    ):
         return "forgotten"
     if current is None or current["value"] == item.value:
         return None
@@ -91,9 +103,10 @@ def remember_extracted(
     storage = ctx.store.storage
     done: Counter[str] = Counter()
     source = extracted_source(session_id)
+    blocked = matcher_for(storage.hot.conn, user_id)
     for item in items:
         kind, current = _slot(storage, user_id, namespace, item)
-        why = _skip_reason(storage, user_id, namespace, item, current)
+        why = _skip_reason(storage, user_id, namespace, item, current, blocked)
         if why is not None:
             done[f"skipped_{why}"] += 1
             continue

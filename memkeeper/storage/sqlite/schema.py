@@ -256,6 +256,30 @@ def _hot_tombstones(db: Database) -> None:
     )
 
 
+@_step(hot_migrations, _HOT_STEPS, "0009_erased_values")
+def _hot_erased_values(db: Database) -> None:
+    # Keyed hashes of erased values (memkeeper.storage.erased_values), so that nothing derives
+    # an erased value again: per user digest, with the digest of the key it was stored under.
+    # The HMAC key is one random row of erasure_secret. Never a value or an identity.
+    db.executescript(
+        """
+        CREATE TABLE erased_values (
+            id INTEGER PRIMARY KEY,
+            user_digest TEXT NOT NULL,
+            key_digest TEXT NOT NULL,
+            length INTEGER NOT NULL,
+            digest TEXT NOT NULL,
+            erased_at TEXT NOT NULL
+        );
+        CREATE INDEX erased_values_by_user ON erased_values (user_digest);
+        CREATE TABLE erasure_secret (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            secret TEXT NOT NULL
+        );
+        """
+    )
+
+
 @_step(cold_migrations, _COLD_STEPS, "0001_initial")
 def _cold_initial(db: Database) -> None:
     db.executescript(

@@ -1,0 +1,370 @@
+"""What a forget reaches beyond the entries it names: the texts memkeeper derived from them.
+
+memkeeper derives texts from what agents store: summaries of conversations, facts extracted
+from them, notes merged by the LLM, duplicates merged into one survivor. A forget that erased
+only the entries it names would leave the erased value in all of those. :func:`plan` works out,
+for one user, everything a forget reaches (reads only, so a dry run shows it), and
+:func:`apply` writes it inside the erasure's transaction.
+
+What a forget of a fact or preference (by key or by id) reaches, in every namespace of the user:
+
+* **carriers**: every text of the user's that carries an erased value
+  (:mod:`memkeeper.storage.erased_values`: the same words, in any case or Unicode form);
+* **messages**: the spans that carry it are replaced by ``[erased]``; a message an erased
+  fact was extracted from, and that does not carry the value word for word (the model
+  paraphrased it), is replaced whole;
+* **derived entries are erased**, with their history, rather than edited: a summary that
+  covered a carrier message (or folded in a summary that did), an entry extracted from a
+  carrier message, a derived entry that carries the value, a note the LLM merged from an
+  erased note, and every member of a group of duplicates one of which is erased (a paraphrase
+  is as much residue as a quote);
+* **summaries are rebuilt**: the messages an erased summary covered become unsummarized
+  again, so the next summarize run writes a new summary of what remains (under the same
+  quality gate); messages already deleted by retention cannot be summarized again, and what
+  only the erased summary held of them is lost;
+* **kept entries** an agent wrote (a note, another fact) that carry the value keep their
+  other words: the spans are replaced, with a ``redact`` row in the change log; one whose key
+  carries the value is erased;
+* **the change log**: images of kept entries that carry the value are redacted in place and
+  the row says when (``details.redacted_at``), so ``explain`` says "redacted by a forget on
+  DATE" and an undo can only restore the redacted text;
+* **episodes** have the spans replaced.
+
+A forget of one note or entry by id reaches what was derived from it, and the earlier
+summaries folded into it (a summary's own session); the facts it was derived from stay, and
+so do its messages, which stay summarized (so the summary is not written again).
+A forget of a namespace or of a user erases everything in its scope and has nothing more to
+reach.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memkeeper.clock import to_db
+from memkeeper.storage.changelog import change_row, image_of, insert_changes
+from memkeeper.storage.erased_values import REDACTED, Matcher, redact
+
+_RANGE = re.compile(r"^summary:session=(?P<session>.*);messages=(?P<first>\d+)-(?P<last>\d+)$")
+_MERGE = re.compile(r"^merge:(?P<a>[^+]+)\+(?P<b>.+)$")
+_EXTRACTED = "session:"
+EPISODE_TEXTS = ("task_name", "input_summary", "output_summary", "user_feedback")
+
+
+@dataclass
+class Reach:
+    """Everything one forget reaches beyond the entries it names (see the module doc)."""
+
+    user_id: str = ""
+    derived: dict[str, str] = field(default_factory=dict)  # id -> why it is erased
+    entries: dict[str, str] = field(default_factory=dict)  # hot id -> value, redacted
+    cold_entries: dict[str, str] = field(default_factory=dict)  # cold id -> value, redacted
+    messages: dict[int, str] = field(default_factory=dict)  # id -> content, redacted
+    unmark: set[str] = field(default_factory=set)  # summaries whose messages are redone
+    detach: set[str] = field(default_factory=set)  # summaries whose messages stay done
+    changes: dict[int, dict[str, str | None]] = field(default_factory=dict)
+    episodes: dict[int, dict[str, str]] = field(default_factory=dict)
+    taken: set[str] = field(default_factory=set)  # the erased spans' own texts (the scrub's)
+    images: dict[str, dict[str, Any]] = field(default_factory=dict)  # of every entry read
+
+    def counts(self) -> dict[str, int]:
+        """How many of each kind (ids only: a preview shows these, never a text)."""
+        return {
+            "derived_erased": len(self.derived),
+            "entries_redacted": len(self.entries) + len(self.cold_entries),
+            "messages_redacted": len(self.messages),
+            "summaries_to_rebuild": len(self.unmark),
+            "change_rows_redacted": len(self.changes),
+            "episodes_redacted": len(self.episodes),
+        }
+
+
+def _summary_range(image: Mapping[str, Any]) -> tuple[str, int, int] | None:
+    if image["kind"] != "note":
+        return None
+    found = _RANGE.match(image.get("source") or "")
+    if not found:
+        return None
+    return found["session"], int(found["first"]), int(found["last"])
+
+
+def _is_derived(image: Mapping[str, Any]) -> bool:
+    source = image.get("source") or ""
+    return bool(_summary_range(image) or _MERGE.match(source) or source.startswith(_EXTRACTED))
+
+
+def _details(row: Mapping[str, Any]) -> dict[str, Any]:
+    return json.loads(row["details"]) if row.get("details") else {}
+
+
+def _rows(db: Any, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    return [dict(row) for row in db.query(sql, params)]
+
+
+def plan(
+    storage: Any,
+    user_id: str,
+    primary: Iterable[str],
+    matcher: Matcher | None,
+    *,
+    by_id: bool,
+) -> Reach:
+    """What erasing ``primary`` (ids of one user's entries) reaches; reads only.
+
+    ``matcher`` finds the erased values (None: the forget erased no value worth looking for,
+    a note by id say). ``by_id``: a forget of one entry by id (a summary's messages then stay
+    summarized).
+    """
+    hot, cold = storage.hot, storage.cold(create=False)
+    reach = Reach(user_id=user_id)
+    erased = set(primary)
+    hot_rows = _rows(hot, "SELECT * FROM memories WHERE user_id = ?", [user_id])
+    entries = {row["id"]: image_of(row) for row in hot_rows}
+    cold_ids: set[str] = set()
+    if cold is not None:
+        for row in _rows(cold, "SELECT * FROM cold_memories WHERE user_id = ?", [user_id]):
+            entries[row["id"]] = image_of(row)
+            cold_ids.add(row["id"])
+    reach.images = entries
+    changes = _rows(
+        hot,
+        "SELECT id, memory_id, action, source, before, after, details FROM changes"
+        " WHERE user_id = ? AND memory_id IS NOT NULL",
+        [user_id],
+    )
+    messages = _rows(
+        hot,
+        "SELECT id, namespace, session_id, content, summary_id FROM messages WHERE user_id = ?",
+        [user_id],
+    )
+    # Message ids each entry was extracted from, and the groups merged into one survivor.
+    sources: dict[str, set[int]] = {}
+    groups: dict[str, set[str]] = {}
+    for row in changes:
+        details = _details(row)
+        ids = details.get("message_ids")
+        if ids and not row["action"].startswith("summar"):
+            sources.setdefault(row["memory_id"], set()).update(int(i) for i in ids)
+        members = set(details.get("merged") or ())
+        if details.get("merged_into"):
+            members.add(details["merged_into"])
+        if members and row["action"] in ("merge", "supersede"):
+            members.add(row["memory_id"])
+            for member in members:
+                groups.setdefault(member, set()).update(members)
+    # Messages: spans of erased values; the sources of an erased extracted fact, whole.
+    carriers: dict[int, tuple[str, str]] = {}
+    whole: set[int] = set()  # the messages an erased fact or preference was extracted from
+    for memory_id in erased:
+        if (entries.get(memory_id) or {}).get("kind", "fact") != "note":
+            whole |= sources.get(memory_id, set())
+    for message in messages:
+        spans = matcher.spans(message["content"]) if matcher else []
+        if spans:
+            reach.messages[message["id"]], taken = redact(message["content"], spans)
+            reach.taken.update(taken)
+        elif message["id"] in whole and message["content"] != REDACTED:
+            reach.messages[message["id"]] = REDACTED
+            reach.taken.add(message["content"])
+        else:
+            continue
+        carriers[message["id"]] = (message["namespace"], message["session_id"])
+
+    def erase(memory_id: str, why: str) -> bool:
+        if memory_id in erased or memory_id not in entries:
+            return False
+        erased.add(memory_id)
+        reach.derived[memory_id] = why
+        return True
+
+    if by_id:
+        for memory_id in list(erased):
+            image = entries.get(memory_id)
+            found = _summary_range(image) if image else None
+            if found is None:
+                continue
+            session, first, last = found
+            for other, other_image in entries.items():
+                span = _summary_range(other_image)
+                if span and span[0] == session and other_image["namespace"] == image["namespace"]:
+                    if span[1] >= first and span[2] <= last:
+                        erase(other, "an earlier summary folded into the erased one")
+                    elif span[1] <= first and span[2] >= last:
+                        erase(other, "a later summary that folded in the erased one")
+    for memory_id, image in entries.items():
+        if memory_id in erased:
+            continue
+        key_spans = matcher.spans(image["key"]) if matcher else []
+        value_spans = matcher.spans(image["value"]) if matcher else []
+        span = _summary_range(image)
+        if span and any(
+            place == (image["namespace"], span[0]) and span[1] <= message_id <= span[2]
+            for message_id, place in carriers.items()
+        ):
+            erase(memory_id, "a summary of messages that carried an erased value")
+        elif sources.get(memory_id, set()) & carriers.keys():
+            erase(memory_id, "extracted from a message that carried an erased value")
+        elif key_spans or (value_spans and _is_derived(image)):
+            erase(memory_id, "derived from, or keyed by, an erased value")
+        elif value_spans:
+            redacted, taken = redact(image["value"], value_spans)
+            (reach.cold_entries if memory_id in cold_ids else reach.entries)[memory_id] = redacted
+            reach.taken.update(taken)
+    changed = True
+    while changed:  # merged notes and groups of duplicates, until nothing more is reached
+        changed = False
+        for memory_id, image in entries.items():
+            found = _MERGE.match(image.get("source") or "")
+            if found and {found["a"], found["b"]} & erased:
+                changed |= erase(memory_id, "merged from an erased note")
+        for memory_id in list(erased):
+            for member in groups.get(memory_id, ()):
+                changed |= erase(member, "merged with an erased duplicate")
+    for memory_id in reach.derived:
+        reach.entries.pop(memory_id, None)
+        reach.cold_entries.pop(memory_id, None)
+    summaries = {i for i in erased if entries.get(i) and _summary_range(entries[i])}
+    (reach.detach if by_id else reach.unmark).update(summaries)
+    # The change log: images of kept entries that carry an erased value.
+    for row in changes:
+        if row["memory_id"] in erased or matcher is None:
+            continue
+        redone = _redacted_row(row, matcher, reach)
+        if redone is not None:
+            reach.changes[row["id"]] = redone
+    if matcher is not None:
+        for episode in _rows(
+            hot, f"SELECT id, {', '.join(EPISODE_TEXTS)} FROM episodes WHERE user_id = ?", [user_id]
+        ):
+            fixed = {}
+            for column in EPISODE_TEXTS:
+                spans = matcher.spans(episode[column])
+                if spans:
+                    fixed[column], taken = redact(episode[column], spans)
+                    reach.taken.update(taken)
+            if fixed:
+                reach.episodes[episode["id"]] = fixed
+    return reach
+
+
+def _redacted_row(
+    row: Mapping[str, Any], matcher: Matcher, reach: Reach
+) -> dict[str, str | None] | None:
+    out: dict[str, str | None] = {}
+    for column in ("before", "after"):
+        if not row[column]:
+            continue
+        image = json.loads(row[column])
+        touched = False
+        for name in ("value", "source", "key"):
+            spans = matcher.spans(image.get(name))
+            if spans:
+                image[name], taken = redact(image[name], spans)
+                reach.taken.update(taken)
+                touched = True
+        if touched:
+            out[column] = json.dumps(image, ensure_ascii=False, separators=(",", ":"))
+    spans = matcher.spans(row.get("source"))
+    if spans:
+        out["source"], taken = redact(row["source"], spans)
+        reach.taken.update(taken)
+    return out or None
+
+
+def apply(
+    storage: Any,
+    reach: Reach,
+    *,
+    actor: str,
+    now: datetime,
+    reason: str,
+) -> None:
+    """Write the redactions of ``reach`` inside the erasure's hot transaction (its derived
+    entries are deleted by the caller, with the entries the forget names). The cold file's
+    redactions are written by :func:`apply_cold` in the cold commit."""
+    hot = storage.hot
+    conn = hot.conn
+    stamp = to_db(now)
+    rows = []
+    for memory_id, value in reach.entries.items():
+        conn.execute(
+            "UPDATE memories SET value = ?, updated_at = ? WHERE id = ? AND user_id = ?",
+            [value, stamp, memory_id, reach.user_id],
+        )
+        after = dict(reach.images[memory_id], value=value, updated_at=stamp)
+        rows.append(
+            change_row(
+                at=stamp,
+                actor=actor,
+                action="redact",
+                reason=reason,
+                before=None,
+                after=after,
+                details={"redacted_at": stamp},
+            )
+        )
+    for memory_id, value in reach.cold_entries.items():
+        after = dict(reach.images[memory_id], value=value)
+        rows.append(
+            change_row(
+                at=stamp,
+                actor=actor,
+                action="redact",
+                reason=reason,
+                before=None,
+                after=after,
+                details={"redacted_at": stamp},
+            )
+        )
+    for change_id, columns in reach.changes.items():
+        current = list(
+            hot.query(
+                "SELECT details FROM changes WHERE id = ? AND user_id = ?",
+                [change_id, reach.user_id],
+            )
+        )
+        details = _details(dict(current[0])) if current else {}
+        details["redacted_at"] = stamp
+        sets = {**columns, "details": json.dumps(details, ensure_ascii=False, sort_keys=True)}
+        conn.execute(
+            f"UPDATE changes SET {', '.join(f'{c} = ?' for c in sets)}"
+            " WHERE id = ? AND user_id = ?",
+            [*sets.values(), change_id, reach.user_id],
+        )
+    insert_changes(hot, rows)
+    for message_id, content in reach.messages.items():
+        conn.execute(
+            "UPDATE messages SET content = ? WHERE id = ? AND user_id = ?",
+            [content, message_id, reach.user_id],
+        )
+    for summary_id in reach.unmark:
+        conn.execute(
+            "UPDATE messages SET summarized_at = NULL, summary_id = NULL"
+            " WHERE summary_id = ? AND user_id = ?",
+            [summary_id, reach.user_id],
+        )
+    for summary_id in reach.detach:
+        conn.execute(
+            "UPDATE messages SET summary_id = NULL WHERE summary_id = ? AND user_id = ?",
+            [summary_id, reach.user_id],
+        )
+    for episode_id, columns in reach.episodes.items():
+        conn.execute(
+            f"UPDATE episodes SET {', '.join(f'{c} = ?' for c in columns)}"
+            " WHERE id = ? AND user_id = ?",
+            [*columns.values(), episode_id, reach.user_id],
+        )
+
+
+def apply_cold(cold: Any, reach: Reach) -> None:
+    """Write the cold entries' redactions, inside the cold file's own commit."""
+    for memory_id, value in reach.cold_entries.items():
+        cold.conn.execute(
+            "UPDATE cold_memories SET value = ? WHERE id = ? AND user_id = ?",
+            [value, memory_id, reach.user_id],
+        )
