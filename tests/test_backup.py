@@ -301,3 +301,46 @@ def test_writers_commit_while_the_copy_runs_and_the_copy_is_the_snapshot(
     assert committed == ["memory.db.partial", "memory-cold.db.partial"]
     sources = {row["source"] for row in raw_rows(tmp_path / "during" / "memory.db", "memories")}
     assert "during-copy" not in sources  # the copy is of the snapshot taken before the write
+
+
+def _copies_onto_a_full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backup's copy target behaves as a file on a full disk: SQLite answers
+    SQLITE_FULL ("database or disk is full") once it holds two pages."""
+    connect = sqlite3.connect
+
+    def full_target(database, *args, **kwargs):
+        conn = connect(database, *args, **kwargs)
+        if str(database).endswith(".partial"):
+            conn.execute("PRAGMA max_page_count = 2")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", full_target)
+
+
+def test_a_backup_onto_a_full_disk_exits_73_and_keeps_nothing(
+    tmp_path: Path, db_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filled_store(db_path).close()
+    backup = tmp_path / "b"
+    _copies_onto_a_full_disk(monkeypatch)
+    assert main(["--db", str(db_path), "backup", str(backup)]) == EXIT_CANT_CREATE
+    err = capsys.readouterr().err
+    assert "full" in err and "nothing was kept" in err
+    assert not [p for p in backup.iterdir() if not p.name.startswith(".")]
+
+
+def test_a_backup_whose_file_cannot_be_created_for_lack_of_space_exits_73(
+    tmp_path: Path, db_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from memkeeper.storage.sqlite import backup as backup_module
+
+    filled_store(db_path).close()
+
+    def no_space(path: Path) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(backup_module, "new_private_file", no_space)
+    assert main(["--db", str(db_path), "backup", str(tmp_path / "b")]) == EXIT_CANT_CREATE
+    assert "full" in capsys.readouterr().err

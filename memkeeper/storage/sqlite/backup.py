@@ -18,6 +18,7 @@ into place; the manifest (:mod:`memkeeper.storage.sqlite.backup_check`) is writt
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.errors import DatabaseError, StorageUnwritable
+from memkeeper.errors import DatabaseError, StorageFull, StorageUnwritable
 from memkeeper.storage.base import Storage
 from memkeeper.storage.sqlite.backup_check import (
     FILES,
@@ -191,6 +192,12 @@ def write_manifest(dest: Path, manifest: dict[str, Any]) -> None:
     fsync_path(dest)
 
 
+def _disk_full(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite's error says the disk (the copy's, not the live file's) is full."""
+    primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    return primary == sqlite3.SQLITE_FULL or "disk is full" in str(exc).lower()
+
+
 def _one_line(exc: BaseException) -> str:
     """An error's text on one line (SQLite's integrity reports span many)."""
     return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
@@ -262,9 +269,22 @@ def take(storage: Storage, dest: Path, *, now: datetime, version: str) -> dict[s
                 _copy(conn, partial[role])
         except sqlite3.DatabaseError as exc:
             _discard(partial)
+            if _disk_full(exc):
+                raise StorageFull(
+                    f"the disk holding {dest} is full ({_one_line(exc)}); nothing was kept. "
+                    "Free some space, or back up onto another disk"
+                ) from None
             raise _live_corrupt(storage) or DatabaseError(
                 f"copying the database into {dest} failed, nothing was kept: {_one_line(exc)}"
             ) from None
+        except OSError as exc:
+            _discard(partial)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageFull(
+                    f"the disk holding {dest} is full ({exc.strerror or exc}); nothing was "
+                    "kept. Free some space, or back up onto another disk"
+                ) from None
+            raise
     finally:
         for conn in readers.values():
             conn.close()
