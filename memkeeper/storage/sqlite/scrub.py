@@ -1,41 +1,81 @@
-"""Erased bytes leave the files: checkpoint, scan, and rebuild a file that still holds them.
+"""Erased bytes leave the files: find them, zero them where SQLite no longer reads, verify.
 
 ``secure_delete`` zeroes a deleted row's cell, but SQLite's page rebuilds (when a b-tree page
-splits or merges) leave stale copies of moved cells in the unused gap of live pages, where
-no later delete reaches them. After an erasure, :func:`scrub` therefore:
+splits or merges) leave stale copies of moved cells in the unused gap of live pages, and in
+freeblock bodies, where no later delete reaches them. After an erasure commits,
+:func:`scrub` removes every copy of the erased texts (``needles``: the values, and their
+JSON-escaped form as the change log stored them) from each file and its write-ahead log,
+with work that follows what is erased, not the size of the file, and without holding
+anyone up for more than a moment:
 
-1. checkpoints each file with ``wal_checkpoint(TRUNCATE)``, waiting for readers of older
-   snapshots, so the write-ahead log is empty and the main file holds the committed pages;
-2. scans the main file's raw bytes for each erased text (the values, and their JSON-escaped
-   form as the change log stored them);
-3. rebuilds a file in which any is still found with ``VACUUM`` — every page written anew from
-   the live rows only — and checkpoints it again.
+1. **Freeze.** Under SQLite's write lock (a ``BEGIN IMMEDIATE`` of the scrub's own writer
+   connection), a ``PASSIVE`` checkpoint folds the WAL into the main file, then the scrub's
+   reader connection opens a read transaction: its snapshot is the whole WAL, already
+   copied, and while it stays open no checkpoint may write the main file again (SQLite
+   never backfills past the oldest reader's mark). The write lock is released at once:
+   agents read and write as usual, their commits going to the WAL.
+2. **Scan** the frozen main file (``pread`` through the process's descriptor of it,
+   :mod:`memkeeper.storage.sqlite.rawfile`) for the needles, and classify each occurrence
+   with the page format (:mod:`memkeeper.storage.sqlite.pages`): inside live bytes (a cell,
+   a header: another row that holds the same text, left alone) or not. When none is left
+   outside live bytes, the read transaction ends and step 5 follows.
+3. **Zero**, under the write lock again: the pages every commit since the freeze wrote are
+   read from the WAL's frame headers; the reader's transaction ends and a ``PASSIVE``
+   checkpoint copies those frames; then the pages found in step 2 and the pages just
+   copied are searched again, and each page with an occurrence outside live bytes has all
+   its unused space (gap, freeblock bodies, fragments, a free page whole) zeroed with
+   ``pwrite``. Only bytes SQLite never reads are written, so a reader that reads the page
+   meanwhile sees the same rows. A small commit (``user_version`` set to itself, which
+   writes page 1) then changes the WAL index, so every connection drops its page cache at
+   its next transaction and none writes an old image of a zeroed page back. The write lock
+   is held for this step only: its cost follows the pages zeroed and the WAL's length.
+4. **Truncate** the WAL (``wal_checkpoint(TRUNCATE)``, waiting for readers of older
+   snapshots): the old frames with their page images go with it.
+5. **Verify**: the pages zeroed are searched again; what remains must be live.
 
-When the erased texts are unknown (an erasure interrupted after its commit, found later
-through ``pending_scrubs``) or too many to scan for, both files are rebuilt unconditionally.
-The scan reads the file once (``pread`` through the process's long-lived descriptor of it,
-:mod:`memkeeper.storage.sqlite.rawfile`), which is far cheaper than a ``VACUUM`` for the usual
-one-key forget; the rebuild is what guarantees the result. The scan never opens or closes
-the file itself: a ``close()`` of any descriptor of a file cancels every POSIX lock the
-process holds on it, the SQLite connection's included (issue 18, item 1). Without such a
-descriptor the file is rebuilt instead of scanned.
+Whatever cannot be proven unused (an occurrence in an overflow page, page 1, a file without
+a pointer map, a page the format reading does not accept, a verification that still finds
+one) sends the file to the fallback: :func:`rebuild`, ``VACUUM``, every page written anew
+from the live rows under an exclusive lock, then the WAL truncated. So does an erasure
+whose texts are unknown (``needles`` None: one interrupted after its commit, found later
+through ``pending_scrubs``) or too many to scan for (:data:`MAX_SCANNED_NEEDLES`), and a
+file this process can only read.
+
+The scan never opens or closes the database file itself: a ``close()`` of any descriptor of
+a file cancels every POSIX lock the process holds on it, the SQLite connection's included
+(:mod:`memkeeper.storage.sqlite.rawfile`). The WAL is read through a descriptor of its own,
+which is safe: SQLite takes no lock on the ``-wal`` file (its locks are on the main file and
+the ``-shm``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
+from memkeeper import logs
 from memkeeper.errors import DatabaseError, LockBusy, MemkeeperError, StorageFull
 from memkeeper.storage.sqlite.connection import Database
 from memkeeper.storage.sqlite.errors import is_locked_error
-from memkeeper.storage.sqlite.rawfile import RawFile, holds_any
+from memkeeper.storage.sqlite.pages import FileView, Layout, within
+from memkeeper.storage.sqlite.rawfile import RawFile, find_all, holds_any, minimal
 
-MAX_SCANNED_NEEDLES = 32
-"""Above this many byte strings to look for, rebuilding is cheaper than scanning once per text."""
+log = logs.get_logger(__name__)
+
+MAX_SCANNED_NEEDLES = 64
+"""Above this many distinct byte strings (none inside another), the file is rebuilt instead.
+
+Each needle costs about 0.25 s per GiB of file to search for (``bytes.find``; the read is
+0.2 s per GiB), with no lock held: 64 needles on a 1 GB file take about as long as its
+rebuild, which holds every agent up meanwhile."""
+
+ZERO_IN_PLACE = True
+"""False: every file holding a needle is rebuilt (the fallback), as before zeroing in place
+existed. ``memkeeper bench --forget`` measures both; tests force the fallback with it."""
 
 
 def needles_of(texts: Iterable[str | None]) -> set[bytes]:
@@ -62,6 +102,13 @@ def _unusable(path: Path, doing: str, exc: sqlite3.Error) -> MemkeeperError:
         f"the erasure is committed, but {path} could not be {doing} to remove erased bytes "
         f"({exc}); the file may be corrupt: check it (PRAGMA integrity_check), restore a "
         "backup if it fails, then run the same forget again"
+    )
+
+
+def _still_locked(path: Path, doing: str) -> LockBusy:
+    return LockBusy(
+        f"the erasure is committed, but {path} stayed locked, so it could not be {doing} to "
+        "remove erased bytes; run the same forget again to finish (repeating it is safe)"
     )
 
 
@@ -113,10 +160,7 @@ def rebuild(db: Database, path: Path, *, timeout_s: float) -> None:
         if isinstance(exc, MemkeeperError):
             raise  # already explained (a read-only file, say)
         if isinstance(exc, sqlite3.OperationalError) and is_locked_error(exc):
-            raise LockBusy(
-                f"cannot rebuild {path} to remove erased bytes: it stayed locked; "
-                "run the same forget again to finish (repeating it is safe)"
-            ) from None
+            raise _still_locked(path, "rebuilt") from None
         raise _unusable(path, "rebuilt", exc) from None
     checkpoint_fully(db, path, timeout_s=timeout_s)
 
@@ -133,10 +177,222 @@ def scrub(
     raw descriptor of it. ``needles`` None means "unknown": every file is rebuilt.
     """
     rebuilt = []
-    unknown = needles is None or len(needles) > MAX_SCANNED_NEEDLES
+    wanted = None if needles is None else minimal(needles)
+    unknown = wanted is None or len(wanted) > MAX_SCANNED_NEEDLES
     for db, path, raw in files:
+        if not unknown and ZERO_IN_PLACE and raw is not None and raw.writable:
+            reason = zero_in_place(db, path, raw, needles or (), timeout_s=timeout_s)
+            if reason is None:
+                continue
+            log.warning(
+                "erased bytes not zeroed in place: rebuilding the file",
+                file=str(path),
+                reason=reason,
+            )
+        else:
+            checkpoint_fully(db, path, timeout_s=timeout_s)
+            if not unknown and not file_holds_any(raw, wanted or ()):
+                continue
         checkpoint_fully(db, path, timeout_s=timeout_s)
-        if unknown or file_holds_any(raw, needles or ()):
-            rebuild(db, path, timeout_s=timeout_s)
-            rebuilt.append(path)
+        rebuild(db, path, timeout_s=timeout_s)
+        rebuilt.append(path)
     return rebuilt
+
+
+# -- zeroing in place --------------------------------------------------------------------
+
+
+def zero_in_place(
+    db: Database, path: Path, raw: RawFile, needles: Collection[bytes], *, timeout_s: float
+) -> str | None:
+    """Steps 1-5 of the module docstring for one file. None when no needle is left outside
+    live bytes; else why the file must be rebuilt (nothing was left half done: a zeroed
+    page only ever lost bytes SQLite does not read)."""
+    wanted = [needle for needle in needles if needle]
+    if not wanted:
+        checkpoint_fully(db, path, timeout_s=timeout_s)
+        return None
+    with raw.scrubbing:
+        reader, writer = _helpers(raw, path, timeout_s)
+        try:
+            return _zero(db, path, raw, reader, writer, wanted, timeout_s)
+        finally:
+            for conn in (writer, reader):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
+
+def _helpers(raw: RawFile, path: Path, timeout_s: float) -> tuple[sqlite3.Connection, ...]:
+    """The scrub's reader and writer connections of the file, kept with its descriptor."""
+    if not raw.helpers:
+        for _ in range(2):
+            try:
+                conn = sqlite3.connect(
+                    str(path), timeout=timeout_s, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                raise _unusable(path, "opened", exc) from None
+            raw.helpers.append(conn)
+    for conn in raw.helpers:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+    return raw.helpers[0], raw.helpers[1]
+
+
+def _begin_write(writer: sqlite3.Connection, path: Path) -> None:
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if is_locked_error(exc):
+            raise _still_locked(path, "scrubbed") from None
+        raise _unusable(path, "scrubbed", exc) from None
+
+
+def _backfilled(conn: sqlite3.Connection) -> bool:
+    """A ``PASSIVE`` checkpoint; True when every frame of the WAL is in the main file."""
+    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return not busy and frames == copied
+
+
+def _freeze(
+    reader: sqlite3.Connection, writer: sqlite3.Connection, path: Path, deadline: float
+) -> None:
+    """Step 1: the reader holds a snapshot with nothing left to copy (so the main file stays
+    as it is until it ends), taken while the writer held the write lock for a moment."""
+    while True:
+        _begin_write(writer, path)
+        try:
+            if _backfilled(reader):
+                reader.execute("BEGIN")
+                reader.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return
+        finally:
+            writer.execute("ROLLBACK")
+        if time.monotonic() >= deadline:
+            raise LockBusy(
+                f"the erasure is committed, but another connection kept an old snapshot of "
+                f"{path} open, so its write-ahead log could not be folded in to remove erased "
+                "bytes; run the same forget again to finish (repeating it is safe)"
+            )
+        time.sleep(0.01)
+
+
+def _wal_pages(path: Path, page_size: int) -> set[int]:
+    """The page numbers of every frame in the WAL file (a superset of the last commits')."""
+    try:
+        fd = os.open(f"{path}-wal", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return set()
+    try:
+        frame = 24 + page_size
+        frames = max(0, (os.fstat(fd).st_size - 32) // frame)
+        pages = set()
+        for index in range(frames):
+            head = os.pread(fd, 4, 32 + index * frame)
+            if len(head) == 4:
+                pages.add(int.from_bytes(head, "big"))
+        return pages
+    finally:
+        os.close(fd)  # not the database file: SQLite locks only it and the -shm
+
+
+def _plan(
+    view: FileView, needles: list[bytes], pages: Iterable[int]
+) -> tuple[dict[int, Layout], str | None]:
+    """Pages among ``pages`` that hold a needle outside live bytes, with their layouts;
+    or why that cannot be told (then the file is rebuilt)."""
+    size, span = view.pages * view.page_size, max(len(needle) for needle in needles) - 1
+    found: set[tuple[int, int]] = set()
+    for page in sorted(set(pages)):
+        if 1 <= page <= view.pages:
+            low = (page - 1) * view.page_size
+            high = min(size, low + view.page_size + span)
+            found.update(find_all(view.fd, needles, start=max(0, low - span), end=high))
+    layouts: dict[int, Layout | None] = {}
+    plan: dict[int, Layout] = {}
+    for start, end in sorted(found):
+        touched = range(view.page_of(start), view.page_of(end - 1) + 1)
+        live = True
+        for page in touched:
+            if page not in layouts:
+                layouts[page] = view.layout(page)
+            layout = layouts[page]
+            if layout is None:
+                return {}, f"an erased text is in page {page}, whose use cannot be proven"
+            low = (page - 1) * view.page_size
+            clipped = (max(start, low) - low, min(end, low + view.page_size) - low)
+            live = live and within(layout.live, *clipped)
+        if live:
+            continue  # another row's live bytes hold the same text
+        for page in touched:
+            if view.is_special(page):
+                return {}, f"an erased text is in page {page}, which is never written here"
+            plan[page] = layouts[page]  # type: ignore[assignment]
+    return plan, None
+
+
+def _zero(
+    db: Database,
+    path: Path,
+    raw: RawFile,
+    reader: sqlite3.Connection,
+    writer: sqlite3.Connection,
+    needles: list[bytes],
+    timeout_s: float,
+) -> str | None:
+    deadline = time.monotonic() + timeout_s
+    try:
+        _freeze(reader, writer, path, deadline)
+        view = FileView.read(raw.fd)
+        if view is None or not view.pointer_map:
+            return "the file has no pointer map to tell its pages' kinds"
+        hits = find_all(raw.fd, minimal(needles))
+        pages = {view.page_of(offset) for start, end in hits for offset in (start, end - 1)}
+        plan, reason = _plan(view, needles, pages)
+        if reason is not None or not plan:
+            reader.execute("COMMIT")
+            checkpoint_fully(db, path, timeout_s=timeout_s)
+            return reason
+        _begin_write(writer, path)
+        changed = _wal_pages(path, view.page_size)  # all since the freeze: no restart yet
+        reader.execute("COMMIT")
+        while not _backfilled(reader):
+            if time.monotonic() >= deadline:
+                raise _still_locked(path, "scrubbed")
+            time.sleep(0.005)
+        view = FileView.read(raw.fd)
+        assert view is not None
+        looked_at = set(plan) | changed
+        plan, reason = _plan(view, needles, looked_at)
+        if reason is not None:
+            writer.execute("ROLLBACK")
+            return reason
+        zeroed = 0
+        for page, layout in plan.items():
+            low = (page - 1) * view.page_size
+            for start, end in layout.unused:
+                zeroed += os.pwrite(raw.fd, bytes(end - start), low + start)
+        if plan:
+            os.fsync(raw.fd)
+        (version,) = writer.execute("PRAGMA user_version").fetchone()
+        writer.execute(f"PRAGMA user_version = {int(version)}")  # page 1 rewritten: caches reset
+        writer.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        if is_locked_error(exc):
+            raise _still_locked(path, "scrubbed") from None
+        raise _unusable(path, "scrubbed", exc) from None
+    except sqlite3.DatabaseError as exc:
+        raise _unusable(path, "scrubbed", exc) from None
+    checkpoint_fully(db, path, timeout_s=timeout_s)
+    view = FileView.read(raw.fd)
+    assert view is not None
+    left, reason = _plan(view, needles, looked_at)
+    if reason is not None or left:
+        return reason or f"erased bytes still found in pages {sorted(left)[:5]} after zeroing"
+    log.info(
+        "erased bytes zeroed in place",
+        file=str(path),
+        pages=len(plan),
+        bytes=zeroed,
+        wal_pages=len(changed),
+    )
+    return None
