@@ -17,23 +17,26 @@ anyone up for more than a moment:
 2. **Scan** the frozen main file (``pread`` through the process's descriptor of it,
    :mod:`memkeeper.storage.sqlite.rawfile`) for the needles, and classify each occurrence
    with the page format (:mod:`memkeeper.storage.sqlite.pages`): inside live bytes (a cell,
-   a header: another row that holds the same text, left alone) or not. When none is left
-   outside live bytes, the read transaction ends and step 5 follows.
-3. **Zero**, under the write lock again: the pages every commit since the freeze wrote are
-   read from the WAL's frame headers; the reader's transaction ends and a ``PASSIVE``
-   checkpoint copies those frames; then the pages found in step 2 and the pages just
-   copied are searched again, and each page with an occurrence outside live bytes has all
-   its unused space (gap, freeblock bodies, fragments, a free page whole) zeroed with
-   ``pwrite``. Only bytes SQLite never reads are written, so a reader that reads the page
-   meanwhile sees the same rows. A small commit (``user_version`` set to itself, which
-   writes page 1) then changes the WAL index, so every connection drops its page cache at
-   its next transaction and none writes an old image of a zeroed page back. The write lock
-   is held for this step only: its cost follows the pages zeroed and the WAL's length.
+   a header: another row that holds the same text, left alone) or not. Each page with one
+   outside live bytes has all its unused space (gap, freeblock bodies, fragments, a free
+   page whole) zeroed with ``pwrite``, at once: the file is frozen, so the page read is the
+   page written over, and only bytes SQLite never reads change, so a reader that reads the
+   page meanwhile sees the same rows. When nothing needed zeroing, the read transaction
+   ends and step 4 follows.
+3. **Catch up**, under the write lock: the pages every commit since the freeze wrote are
+   read from the WAL's frame headers (a writer may have started from an old image of a
+   zeroed page in its cache); the reader's transaction ends and a ``PASSIVE`` checkpoint
+   copies those frames; those pages are searched and zeroed as in step 2. A small commit
+   (``user_version`` set to itself, which writes page 1) then changes the WAL index, so
+   every connection drops its page cache at its next transaction and none writes an old
+   image of a zeroed page back. The write lock is held for this step only: its cost
+   follows the agents' commits during the scan, not the file's size.
 4. **Truncate** the WAL (``wal_checkpoint(TRUNCATE)``, waiting for readers of older
    snapshots): the old frames with their page images go with it.
-5. **Verify**: the pages zeroed are searched again; what remains must be live.
+5. **Verify**: the pages zeroed and caught up are searched again; what remains must be
+   live.
 
-Whatever cannot be proven unused (an occurrence in an overflow page, page 1, a file without
+Whatever cannot be proven unused (an occurrence in page 1 or a pointer-map page, a file without
 a pointer map, a page the format reading does not accept, a verification that still finds
 one) sends the file to the fallback: :func:`rebuild`, ``VACUUM``, every page written anew
 from the live rows under an exclusive lock, then the WAL truncated. So does an erasure
@@ -307,9 +310,21 @@ def _plan(
             low = (page - 1) * view.page_size
             high = min(size, low + view.page_size + span)
             found.update(find_all(view.fd, needles, start=max(0, low - span), end=high))
+    by_page: dict[int, list[tuple[int, int]]] = {}
+    closer: list[tuple[int, int]] = []  # across pages, or in a page the cheap reading left
+    for start, end in found:
+        page = view.page_of(start)
+        if page == view.page_of(end - 1):
+            by_page.setdefault(page, []).append((start, end))
+        else:
+            closer.append((start, end))
+    for page, occurrences in by_page.items():
+        low = (page - 1) * view.page_size
+        if not view.quickly_live(page, [(s - low, e - low) for s, e in occurrences]):
+            closer.extend(occurrences)
     layouts: dict[int, Layout | None] = {}
     plan: dict[int, Layout] = {}
-    for start, end in sorted(found):
+    for start, end in sorted(closer):
         touched = range(view.page_of(start), view.page_of(end - 1) + 1)
         live = True
         for page in touched:
@@ -330,6 +345,16 @@ def _plan(
     return plan, None
 
 
+def _apply(view: FileView, plan: dict[int, Layout]) -> int:
+    """Zero the unused ranges of the planned pages; how many bytes were written."""
+    written = 0
+    for page, layout in plan.items():
+        low = (page - 1) * view.page_size
+        for start, end in layout.unused:
+            written += os.pwrite(view.fd, bytes(end - start), low + start)
+    return written
+
+
 def _zero(
     db: Database,
     path: Path,
@@ -344,6 +369,7 @@ def _zero(
         _freeze(reader, writer, path, deadline)
         view = FileView.read(raw.fd)
         if view is None or not view.pointer_map:
+            reader.execute("COMMIT")
             return "the file has no pointer map to tell its pages' kinds"
         hits = find_all(raw.fd, minimal(needles))
         pages = {view.page_of(offset) for start, end in hits for offset in (start, end - 1)}
@@ -352,8 +378,11 @@ def _zero(
             reader.execute("COMMIT")
             checkpoint_fully(db, path, timeout_s=timeout_s)
             return reason
+        # The main file is frozen (no checkpoint may write it while the reader holds its
+        # snapshot), and only unused bytes change: no lock is needed to zero them.
+        zeroed = _apply(view, plan)
         _begin_write(writer, path)
-        changed = _wal_pages(path, view.page_size)  # all since the freeze: no restart yet
+        changed = _wal_pages(path, view.page_size)  # every commit since the freeze
         reader.execute("COMMIT")
         while not _backfilled(reader):
             if time.monotonic() >= deadline:
@@ -361,18 +390,12 @@ def _zero(
             time.sleep(0.005)
         view = FileView.read(raw.fd)
         assert view is not None
-        looked_at = set(plan) | changed
-        plan, reason = _plan(view, needles, looked_at)
+        again, reason = _plan(view, needles, changed)
         if reason is not None:
             writer.execute("ROLLBACK")
             return reason
-        zeroed = 0
-        for page, layout in plan.items():
-            low = (page - 1) * view.page_size
-            for start, end in layout.unused:
-                zeroed += os.pwrite(raw.fd, bytes(end - start), low + start)
-        if plan:
-            os.fsync(raw.fd)
+        zeroed += _apply(view, again)
+        os.fsync(raw.fd)
         (version,) = writer.execute("PRAGMA user_version").fetchone()
         writer.execute(f"PRAGMA user_version = {int(version)}")  # page 1 rewritten: caches reset
         writer.execute("COMMIT")
@@ -385,13 +408,13 @@ def _zero(
     checkpoint_fully(db, path, timeout_s=timeout_s)
     view = FileView.read(raw.fd)
     assert view is not None
-    left, reason = _plan(view, needles, looked_at)
+    left, reason = _plan(view, needles, set(plan) | set(again) | changed)
     if reason is not None or left:
         return reason or f"erased bytes still found in pages {sorted(left)[:5]} after zeroing"
     log.info(
         "erased bytes zeroed in place",
         file=str(path),
-        pages=len(plan),
+        pages=len(set(plan) | set(again)),
         bytes=zeroed,
         wal_pages=len(changed),
     )
