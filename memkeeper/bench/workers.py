@@ -6,7 +6,9 @@ are. They take commands over a pipe and answer with plain data.
 
 * The runner answers ``("pass", path)`` with the time, changes and statuses of a full pass
   (settle, expire, demote, prune) at the bench's "now", and the process's peak RSS so far;
-  ``("floor", path)`` with the floor's figures (:mod:`memkeeper.bench.floor`).
+  ``("floor", path)`` with the floor's figures (:mod:`memkeeper.bench.floor`);
+  ``("forget", path, user, key, in_place)`` with the time of one forget
+  (:mod:`memkeeper.bench.forget_load`).
 * An agent, told ``"run"``, calls ``recall`` (80 %) and ``remember`` (20 %, a new value: the
   old one is superseded) on its own user's 40 keys with a short pause between calls, until
   told ``"stop"``; then it sends every call's latency and the errors.
@@ -100,9 +102,13 @@ def runner(conn: Connection, now: datetime) -> None:
         command = conn.recv()
         if command == "exit":
             return
-        verb, path = command
+        verb, path, *more = command
         if verb == "pass":
             conn.send(run_pass(path, now))
+        elif verb == "forget":
+            from memkeeper.bench.forget_load import run_forget
+
+            conn.send(run_forget(path, *more))
         else:
             conn.send(run_floor(Path(path), Config(), now))
 

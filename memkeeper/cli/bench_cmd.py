@@ -118,6 +118,15 @@ from memkeeper.paths import is_database_url
     help="Instead: the time of each page of memkeeper ui on a generated database after one "
     "maintenance pass (--memories, --users; default 1,000,000 over 10,000), against 300 ms.",
 )
+@click.option(
+    "--forget",
+    "forget_one",
+    is_flag=True,
+    help="Instead: one forget of one key on a generated database (--memories, --users; "
+    "default 1,000,000 over 10,000) with 4 agents beside it, zeroing in place and with the "
+    "whole-file rebuild: the forget's time, the agents' latency, and any erased byte left. "
+    "With --keep DIR, the database is kept there and reused by the next run.",
+)
 @json_option
 @pass_app
 def bench(
@@ -139,6 +148,7 @@ def bench(
     fleet_rate: float | None,
     postgres_url: str | None,
     ui_pages: bool,
+    forget_one: bool,
     as_json: bool,
 ) -> None:
     """Measure a maintenance pass on a generated database.
@@ -169,6 +179,10 @@ def bench(
     With --ui, times each page of memkeeper ui (in process, as an admin) on a generated
     database after one maintenance pass, against 300 ms a page.
 
+    With --forget, times one forget of one key on a generated database with 4 agents
+    beside it, once zeroing erased bytes in place and once rebuilding the whole file, and
+    checks that no byte of the erased value is left in any file.
+
     With --mcp-clients N, runs N MCP clients over HTTP instead (the server as memkeeper run
     --mcp serves it) during a full pass and then without one, and reports each tool's
     latency.
@@ -183,6 +197,19 @@ def bench(
         raise click.BadParameter("must be a postgresql:// URL", param_hint="--postgres")
     if fleet_hosts is not None:
         _fleet_bench(fleet_hosts, fleet_rate, postgres_url, as_json)
+        return
+    if forget_one:
+        from memkeeper.bench.forget_load import DEFAULT as FORGET_DEFAULT
+        from memkeeper.bench.forget_load import forget_table, measure_forget
+
+        found = measure_forget(
+            memories=memories or FORGET_DEFAULT[0],
+            users=users or FORGET_DEFAULT[1],
+            seed=seed,
+            keep=keep,
+            say=_progress,
+        )
+        _report(found, forget_table, as_json)
         return
     if ui_pages:
         from memkeeper.bench.run import DEFAULT, QUICK
