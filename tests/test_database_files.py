@@ -353,6 +353,7 @@ def test_several_processes_creating_one_new_database_at_once(tmp_path: Path) -> 
         ("memkeeper", "0006_keywords"),
         ("memkeeper", "0007_vectors"),
         ("memkeeper", "0008_tombstones"),
+        ("memkeeper", "0009_erased_values"),
     ]
     conn = sqlite3.connect(path)
     try:

@@ -17,11 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_llm import FakeLLM, add_session, summarize_config
+from fake_embeddings import DIMS
+from fake_llm import FakeLLM, add_session
 from helpers.erasure import places_holding
 from quoting_llm import quoting
+from test_mcp_tools import calls, data
+from test_merge import index_all
+from test_merge_llm import NEWER, OLDER
 
 from memkeeper import MemoryStore
+from memkeeper.config import Config
 from memkeeper.errors import InvalidInput
 from memkeeper.maintenance.runner import run_once
 
@@ -47,7 +52,13 @@ def line(i: int) -> str:
 
 
 def open_store(db_path: Path | str, fake: FakeLLM) -> MemoryStore:
-    config = summarize_config(fake.url, job={"max_messages": 20, "keep_recent": 4})
+    config = Config.model_validate(
+        {
+            "search": {"embedding_dimensions": DIMS},
+            "llm": {"base_url": fake.url, "timeout_seconds": 2.0, "max_retries": 0},
+            "jobs": {"summarize": {"max_messages": 20, "keep_recent": 4}},
+        }
+    )
     return MemoryStore(db_path, config=config)
 
 
@@ -63,7 +74,9 @@ def residue(db_path: Path | str) -> dict[bytes, list[str]]:
 
 @pytest.fixture
 def scenario(db_path: Path | str, fake: FakeLLM) -> Iterator[MemoryStore]:
-    """alice's city is everywhere memkeeper puts texts."""
+    """alice's city is everywhere memkeeper puts texts: two summaries (the first settled
+    into cold storage), an extracted fact, a note the LLM merged from two notes (both in cold
+    storage), an agent's note, messages, change-log images."""
     store = open_store(db_path, fake)
     store.remember("alice", "city", CITY)
     store.add_note("alice", f"Trip plan: fly to {CITY} in May, then Shanghai.")
@@ -72,6 +85,13 @@ def scenario(db_path: Path | str, fake: FakeLLM) -> Iterator[MemoryStore]:
     summarize(store, T0 + timedelta(hours=1))
     add_session(store, "s1", 24, user_id="alice", start=T0 + timedelta(hours=2), text=line)
     summarize(store, T0 + timedelta(hours=3))
+    store.add_note("alice", OLDER, confidence=0.7, source="session:a")
+    store.add_note("alice", NEWER, confidence=0.9, source="session:b")
+    index_all(store)
+    (merged,) = run_once(store, ["merge"], now=T0 + timedelta(hours=4)).results
+    assert merged.stats["notes_merged"] == 1, merged
+    grey = store.config.jobs.settle.grey_days
+    run_once(store, ["settle"], now=T0 + timedelta(days=grey + 1))
     yield store
     store.close()
 
@@ -80,12 +100,19 @@ def alice_values(store: MemoryStore) -> list[str]:
     return [m.value for m in store.list_memories("alice")]
 
 
+def summaries(store: MemoryStore) -> list[Any]:
+    return [m for m in store.list_memories("alice") if (m.key or "").startswith("summary:")]
+
+
 def test_the_scenario_really_spreads_the_value(scenario: MemoryStore) -> None:
     values = alice_values(scenario)
-    summaries = [m for m in scenario.list_memories("alice") if (m.key or "").startswith("summary:")]
-    assert len(summaries) == 2 and all(CITY in s.value for s in summaries)
+    found = summaries(scenario)
+    assert len(found) == 2 and all(CITY in s.value for s in found)
+    assert {s.state for s in found} == {"active", "cold"}
     assert any(m.key == "home_city" and m.value == CITY for m in scenario.list_memories("alice"))
-    assert sum(CITY in v for v in values) >= 4
+    merged = [m for m in scenario.list_memories("alice") if m.source.startswith("merge:")]
+    assert len(merged) == 1 and CITY in merged[0].value
+    assert sum(CITY in v for v in values) >= 6
 
 
 def test_forget_of_the_key_reaches_every_derived_text(scenario: MemoryStore, db_path, fake) -> None:
@@ -96,11 +123,13 @@ def test_forget_of_the_key_reaches_every_derived_text(scenario: MemoryStore, db_
     assert counts["messages_redacted"] >= 4 and counts["entries_redacted"] == 1, preview
     kinds = {entry["kind"] for entry in preview["erase"]}
     assert kinds == {"fact", "note"} and preview["rebuild"], preview
+    whys = {entry.get("why") for entry in preview["erase"]}
+    assert "merged from an erased note" not in whys  # the merged note carries it itself
     assert CITY not in repr(preview)  # ids, kinds and counts: never a value
     assert residue(db_path)  # a preview changes nothing
     assert store.forget("alice", "city") == 1
-    # home_city was extracted from messages that said it; it carries the value too.
-    store.forget("alice", "home_city")
+    # home_city, extracted from the messages that said it, held the same value: erased too.
+    assert store.recall("alice", "home_city") is None
     leftover = residue(db_path)
     assert leftover == {}, leftover
     for found in (store.search("alice", CITY), store.search("alice", "beijing")):
@@ -161,3 +190,122 @@ def test_another_users_same_value_is_left_alone(scenario: MemoryStore) -> None:
     bobs = sorted(m.value for m in store.list_memories("bob"))
     assert bobs == [CITY, f"Bob also lives in {CITY}."]
     store.remember("bob", "hometown", CITY)  # bob's values are not blocked by alice's forget
+
+
+def test_forget_of_a_merged_note_reaches_the_notes_folded_into_it(
+    scenario: MemoryStore, db_path: Path | str
+) -> None:
+    store = scenario
+    (merged,) = [m for m in store.list_memories("alice") if m.source.startswith("merge:")]
+    preview = store.forget_memory(merged.id, dry_run=True)
+    assert {e["why"] for e in preview["erase"] if "why" in e} == {
+        "a note merged into the erased one"
+    }
+    assert store.forget_memory(merged.id) == 1
+    assert places_holding(db_path, b"near the river") == []
+    assert store.recall("alice", "city").value == CITY  # the facts stay
+
+
+def test_the_mcp_tools_preview_then_find_nothing(scenario: MemoryStore) -> None:
+    store = scenario
+    before = calls(store, [("forget", {"key": "city", "dry_run": True})])
+    preview = data(before[0])
+    assert preview["forgotten"] == 0 and preview["preview"]["counts"]["memories"] == 1
+    assert CITY not in repr(preview)
+    results = calls(
+        store,
+        [
+            ("forget", {"key": "city"}),
+            ("forget", {"key": "home_city"}),
+            ("search", {"query": CITY}),
+            ("context", {"query": CITY}),
+            ("history", {"session_id": "s1"}),
+            ("list_memories", {}),
+        ],
+    )
+    assert data(results[0]) == {"forgotten": 1}
+    assert data(results[1]) == {"forgotten": 0}  # it held the same value: erased with it
+    for result in results[2:]:
+        assert CITY.lower() not in repr(data(result)).lower()
+    for memory in data(results[5])["memories"]:
+        explained = data(calls(store, [("explain", {"memory_id": memory["id"]})])[0])
+        assert CITY.lower() not in repr(explained).lower()
+
+
+def test_forget_of_a_namespace_and_of_the_user_leave_nothing(
+    scenario: MemoryStore, db_path: Path | str
+) -> None:
+    store = scenario
+    add_session(
+        store, "p1", 24, user_id="alice", namespace="proj", start=T0, text=lambda i: "Hangzhou"
+    )
+    store.remember("alice", "office", "Hangzhou West Lake", namespace="proj")
+    summarize(store, T0 + timedelta(days=30))
+    assert places_holding(db_path, b"Hangzhou")
+    counts = store.forget_namespace("alice", "proj")
+    assert counts["messages"] == 24 and counts["memories"] >= 2
+    assert places_holding(db_path, b"Hangzhou") == []
+    assert residue(db_path)  # the profile is another scope: its city stays
+    store.forget_user("alice")
+    assert residue(db_path) == {}
+    assert places_holding(db_path, b"Prefers short reports") == []
+
+
+@pytest.mark.sqlite_only
+def test_backups_are_pruned_of_what_the_forget_reached(
+    scenario: MemoryStore, db_path: Path, tmp_path: Path, cli
+) -> None:
+    backup = tmp_path / "backup"
+    assert cli("backup", str(backup))[0] == 0
+    assert scenario.forget("alice", "city") == 1
+    assert cli("backup", "--prune-forgotten", str(backup))[0] == 0
+    for path in backup.iterdir():
+        data_ = path.read_bytes()
+        for form in FORMS:
+            assert form not in data_, (path.name, form)
+    # Restored, the copy refuses the value under another key too.
+    scenario.close()  # restore-backup waits for no open store
+    assert cli("restore-backup", "--yes", str(backup))[0] == 0
+    with MemoryStore(db_path) as restored, pytest.raises(InvalidInput, match="erased"):
+        restored.remember("alice", "residence", CITY)
+
+
+def test_forget_of_one_of_a_group_of_duplicates_reaches_the_group(
+    db_path: Path | str, fake: FakeLLM
+) -> None:
+    a = "meeting with Zhang San every Friday at 10 about the budget"
+    b = "weekly meeting with Zhang San on Fridays about the budget review"
+    with open_store(db_path, fake) as store:
+        first = store.add_note("u", a, confidence=0.9)
+        second = store.add_note("u", b, confidence=0.6)
+        index_all(store)
+        (merged,) = run_once(store, ["merge"], now=T0).results
+        assert merged.counts == {"merge": 1, "supersede": 1}
+        preview = store.forget_memory(second.id, dry_run=True)
+        assert [e["why"] for e in preview["erase"] if "why" in e] == [
+            "merged with an erased duplicate"
+        ]
+        store.forget_memory(second.id)
+        assert store.get(first.id) is None and store.list_memories("u") == []
+        assert places_holding(db_path, b"Zhang San") == []
+
+
+def test_a_projects_value_is_followed_in_that_project_only(store_plain: MemoryStore) -> None:
+    store = store_plain
+    store.remember("zhou", "tone", "formal", namespace="cobalt", kind="preference")
+    store.remember("zhou", "tone", "formal", namespace="atlas", kind="preference")
+    store.add_note("zhou", "Keep the formal register", namespace="cobalt")
+    store.add_note("zhou", "Use the formal register", namespace="atlas")
+    store.forget("zhou", "tone", namespace="cobalt")
+    assert store.recall("zhou", "tone", namespace="atlas").value == "formal"
+    notes = {m.namespace: m.value for m in store.list_memories("zhou") if m.kind == "note"}
+    assert notes == {"cobalt": "Keep the [erased] register", "atlas": "Use the formal register"}
+    store.add_note("zhou", "formal again", namespace="atlas")  # another project: not blocked
+    with pytest.raises(InvalidInput, match="erased"):
+        store.add_note("zhou", "formal again", namespace="cobalt")
+
+
+@pytest.fixture
+def store_plain(db_path: Path | str, fake: FakeLLM) -> Iterator[MemoryStore]:
+    with open_store(db_path, fake) as store:
+        yield store

@@ -79,7 +79,9 @@ WORKER = textwrap.dedent(
                     continue
                 roll = rnd.random()
                 if roll < 0.45:
-                    store.remember(user, key, rnd.choice(["red", "blue", "green"]),
+                    # Values are the key's own: an erased "green" of one key would rightly
+                    # be refused under another (memkeeper.storage.erased_values).
+                    store.remember(user, key, rnd.choice(["red", "blue", "green"]) + "-" + key,
                                    kind=rnd.choice(["fact", "preference"]),
                                    confidence=rnd.choice([0.3, 0.9]))
                 elif roll < 0.85:

@@ -108,7 +108,9 @@ def note_transitions(
 ) -> list[Transition]:
     """The new note's creation and both notes' supersession."""
     older, newer = _ordered(pair)
-    blocked = erased_values.matcher_for(ctx.store.storage.hot.conn, older["user_id"])
+    blocked = erased_values.matcher_for(
+        ctx.store.storage.hot.conn, older["user_id"], older["namespace"]
+    )
     if blocked is not None:  # the notes predate a forget: the merge must not carry it on
         text, _ = erased_values.redact(text, blocked.spans(text))
     image = new_entry_image(

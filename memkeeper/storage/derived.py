@@ -6,7 +6,9 @@ only the entries it names would leave the erased value in all of those. :func:`p
 for one user, everything a forget reaches (reads only, so a dry run shows it), and
 :func:`apply` writes it inside the erasure's transaction.
 
-What a forget of a fact or preference (by key or by id) reaches, in every namespace of the user:
+What a forget of a fact or preference (by key or by id) reaches, in every namespace of the
+user for a value of their profile (the default namespace), in its own namespace for a
+project's:
 
 * **carriers**: every text of the user's that carries an erased value
   (:mod:`memkeeper.storage.erased_values`: the same words, in any case or Unicode form);
@@ -22,9 +24,9 @@ What a forget of a fact or preference (by key or by id) reaches, in every namesp
   again, so the next summarize run writes a new summary of what remains (under the same
   quality gate); messages already deleted by retention cannot be summarized again, and what
   only the erased summary held of them is lost;
-* **kept entries** an agent wrote (a note, another fact) that carry the value keep their
-  other words: the spans are replaced, with a ``redact`` row in the change log; one whose key
-  carries the value is erased;
+* **notes** an agent wrote that carry the value keep their other words: the spans are
+  replaced, with a ``redact`` row in the change log; another fact or preference that holds
+  the value (the same fact under another key), or whose key carries it, is erased;
 * **the change log**: images of kept entries that carry the value are redacted in place and
   the row says when (``details.redacted_at``), so ``explain`` says "redacted by a forget on
   DATE" and an undo can only restore the redacted text;
@@ -113,34 +115,50 @@ def plan(
     matcher: Matcher | None,
     *,
     by_id: bool,
+    namespace: str | None = None,
 ) -> Reach:
     """What erasing ``primary`` (ids of one user's entries) reaches; reads only.
 
     ``matcher`` finds the erased values (None: the forget erased no value worth looking for,
     a note by id say). ``by_id``: a forget of one entry by id (a summary's messages then stay
-    summarized).
+    summarized). ``namespace``: the one namespace reached (None: every namespace of the
+    user, for a value of their profile).
     """
     hot, cold = storage.hot, storage.cold(create=False)
     reach = Reach(user_id=user_id)
     erased = set(primary)
-    hot_rows = _rows(hot, "SELECT * FROM memories WHERE user_id = ?", [user_id])
+    chosen = set(erased)
+    owner, params = "user_id = ?", [user_id]
+    if namespace is not None:
+        owner, params = "user_id = ? AND namespace = ?", [user_id, namespace]
+    hot_rows = _rows(hot, f"SELECT * FROM memories WHERE {owner}", params)
     entries = {row["id"]: image_of(row) for row in hot_rows}
     cold_ids: set[str] = set()
     if cold is not None:
-        for row in _rows(cold, "SELECT * FROM cold_memories WHERE user_id = ?", [user_id]):
+        for row in _rows(cold, f"SELECT * FROM cold_memories WHERE {owner}", params):
             entries[row["id"]] = image_of(row)
             cold_ids.add(row["id"])
-    reach.images = entries
     changes = _rows(
         hot,
         "SELECT id, memory_id, action, source, before, after, details FROM changes"
-        " WHERE user_id = ? AND memory_id IS NOT NULL",
-        [user_id],
+        f" WHERE {owner} AND memory_id IS NOT NULL ORDER BY id",
+        params,
     )
+    # Entries no table holds any more but the log still does (an erasure interrupted between
+    # its two files' commits, say): their last image stands for them, so that what was
+    # derived from them is found and their rows are erased; there is nothing to redact.
+    log_only: set[str] = set()
+    for row in changes:
+        if row["memory_id"] not in entries or row["memory_id"] in log_only:
+            image = row["after"] or row["before"]
+            if image:
+                entries[row["memory_id"]] = json.loads(image)
+                log_only.add(row["memory_id"])
+    reach.images = entries
     messages = _rows(
         hot,
-        "SELECT id, namespace, session_id, content, summary_id FROM messages WHERE user_id = ?",
-        [user_id],
+        f"SELECT id, namespace, session_id, content, summary_id FROM messages WHERE {owner}",
+        params,
     )
     # Message ids each entry was extracted from, and the groups merged into one survivor.
     sources: dict[str, set[int]] = {}
@@ -150,10 +168,12 @@ def plan(
         ids = details.get("message_ids")
         if ids and not row["action"].startswith("summar"):
             sources.setdefault(row["memory_id"], set()).update(int(i) for i in ids)
+        if details.get("matched_by") == "llm" or row["action"] not in ("merge", "supersede"):
+            continue  # an LLM merge's notes are the new note's sources (see _MERGE), not a group
         members = set(details.get("merged") or ())
         if details.get("merged_into"):
             members.add(details["merged_into"])
-        if members and row["action"] in ("merge", "supersede"):
+        if members:
             members.add(row["memory_id"])
             for member in members:
                 groups.setdefault(member, set()).update(members)
@@ -182,7 +202,13 @@ def plan(
         reach.derived[memory_id] = why
         return True
 
-    if by_id:
+    if by_id:  # the earlier texts folded into it: an LLM merge's notes, a summary's summaries
+        pending = list(erased)
+        while pending:
+            found = _MERGE.match((entries.get(pending.pop()) or {}).get("source") or "")
+            for parent in (found["a"], found["b"]) if found else ():
+                if erase(parent, "a note merged into the erased one"):
+                    pending.append(parent)
         for memory_id in list(erased):
             image = entries.get(memory_id)
             found = _summary_range(image) if image else None
@@ -196,6 +222,7 @@ def plan(
                         erase(other, "an earlier summary folded into the erased one")
                     elif span[1] <= first and span[2] >= last:
                         erase(other, "a later summary that folded in the erased one")
+    chosen = set(erased)  # the entry forgotten by id, and the summaries folded with it
     for memory_id, image in entries.items():
         if memory_id in erased:
             continue
@@ -211,7 +238,9 @@ def plan(
             erase(memory_id, "extracted from a message that carried an erased value")
         elif key_spans or (value_spans and _is_derived(image)):
             erase(memory_id, "derived from, or keyed by, an erased value")
-        elif value_spans:
+        elif value_spans and image["kind"] != "note":
+            erase(memory_id, "another fact or preference with an erased value")
+        elif value_spans and memory_id not in log_only:
             redacted, taken = redact(image["value"], value_spans)
             (reach.cold_entries if memory_id in cold_ids else reach.entries)[memory_id] = redacted
             reach.taken.update(taken)
@@ -229,7 +258,10 @@ def plan(
         reach.entries.pop(memory_id, None)
         reach.cold_entries.pop(memory_id, None)
     summaries = {i for i in erased if entries.get(i) and _summary_range(entries[i])}
-    (reach.detach if by_id else reach.unmark).update(summaries)
+    # A summary forgotten by id keeps its messages summarized (so it is not written again);
+    # one erased for carrying a value has them summarized again, without it.
+    reach.detach = summaries & chosen if by_id else set()
+    reach.unmark = summaries - reach.detach
     # The change log: images of kept entries that carry an erased value.
     for row in changes:
         if row["memory_id"] in erased or matcher is None:
@@ -239,7 +271,7 @@ def plan(
             reach.changes[row["id"]] = redone
     if matcher is not None:
         for episode in _rows(
-            hot, f"SELECT id, {', '.join(EPISODE_TEXTS)} FROM episodes WHERE user_id = ?", [user_id]
+            hot, f"SELECT id, {', '.join(EPISODE_TEXTS)} FROM episodes WHERE {owner}", params
         ):
             fixed = {}
             for column in EPISODE_TEXTS:

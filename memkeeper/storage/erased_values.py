@@ -17,18 +17,22 @@ carry "Beijing", and "Beijing, China" is not carried by a text that only says "B
 made once per database (the ``erasure_secret`` row). Rows are per user (the sha256 of the
 user id, as tombstones hold it) and name the key the value was stored under (the digest of a
 ``key`` tombstone), so that the user stating the value again *under the same key* lifts the
-block, and nothing else does. Whoever holds the database holds the secret too, and can
-confirm a guessed value by hashing it; the hash keeps the value out of every dump, export,
+block, and nothing else does. A value of the user's profile (the default namespace) is
+blocked in every namespace; a project's value only in that project (``namespace_digest``).
+Whoever holds the database holds the secret too, and can confirm a guessed value by hashing
+it; the hash keeps the value out of every dump, export,
 log and index, and out of reach of anyone who cannot guess it.
 
-**Too common to mean anything.** A value of fewer than three letters or digits (``"no"``,
-``"42"``), or one made only of words like "yes", "true" or "none", identifies nothing: it is
-erased with its entry but not looked for in other texts (a summary saying "yes" is no residue
-of it). Han and kana characters count twice (``"北京"`` is looked for).
+**Too common to mean anything.** A value of fewer than five letters or digits (``"red"``,
+``"Paris"`` is looked for, ``"2024"`` is not), or one made only of words like "yes", "true" or
+"none", identifies nothing: it is erased with its entry but not looked for in other texts (a
+summary saying "red" is no residue of it, and an agent may still store "red" under another
+key). A Han or kana character counts three (``"北京"`` is looked for, ``"猫"`` is not).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
 import secrets
@@ -52,7 +56,7 @@ _MEANINGLESS = frozenset(
     {"yes", "no", "y", "n", "true", "false", "on", "off", "none", "null", "nil", "na", "ok"}
     | {"okay", "unknown", "not", "set"}
 )
-MIN_WEIGHT = 3
+MIN_WEIGHT = 5
 
 
 @dataclass(frozen=True)
@@ -78,8 +82,8 @@ _IDEOGRAPH = re.compile(f"[{_IDEOGRAPHS}]")
 
 
 def _weight(norms: Sequence[str]) -> int:
-    """Letters and digits count one, a Han or kana character two."""
-    return sum(2 if _IDEOGRAPH.fullmatch(w) else len(w) for w in norms)
+    """Letters and digits count one, a Han or kana character three."""
+    return sum(3 if _IDEOGRAPH.fullmatch(w) else len(w) for w in norms)
 
 
 def identifies(value: str | None) -> bool:
@@ -102,6 +106,12 @@ def key_digest(user_id: str, namespace: str, key: str) -> str:
     return digest_of("key", user_id, namespace, key)
 
 
+def namespace_digest(user_id: str, namespace: str) -> str:
+    """How the rows name the one namespace (a project) a value is blocked in."""
+    text = _SEPARATOR.join(("namespace", user_id, namespace))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _hash(secret: bytes, norms: Sequence[str]) -> str:
     text = _SEPARATOR.join(norms).encode("utf-8", "surrogatepass")
     return hmac.digest(secret, text, "sha256").hex()
@@ -109,11 +119,13 @@ def _hash(secret: bytes, norms: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class ErasedValue:
-    """One erased value, as stored: its length in words and its keyed hash."""
+    """One erased value, as stored: its length in words, its keyed hash, the key it was
+    stored under and the one namespace it is blocked in (None: every namespace)."""
 
     length: int
     digest: str
     key_digest: str
+    namespace_digest: str | None = None
 
 
 @dataclass
@@ -187,40 +199,45 @@ def secret_of(conn: Any, *, create: bool) -> bytes | None:
     return bytes.fromhex(made)
 
 
-def hashed(secret: bytes, value: str, key_digest_: str) -> ErasedValue | None:
+def hashed(
+    secret: bytes, value: str, key_digest_: str, namespace_digest_: str | None = None
+) -> ErasedValue | None:
     """The row an erased value leaves (None for a value too common to look for)."""
     if not identifies(value):
         return None
     norms = [w.norm for w in words(value)]
-    return ErasedValue(len(norms), _hash(secret, norms), key_digest_)
+    return ErasedValue(len(norms), _hash(secret, norms), key_digest_, namespace_digest_)
+
+
+_COLUMNS = "user_digest, key_digest, namespace_digest, length, digest, erased_at"
 
 
 def record(conn: Any, user_id: str, values: Iterable[ErasedValue], now: datetime) -> int:
     """Store erased values of a user, inside the erasure's transaction; returns how many."""
     rows = [
-        (user_digest(user_id), v.key_digest, v.length, v.digest, to_db(now)) for v in set(values)
+        (user_digest(user_id), v.key_digest, v.namespace_digest, v.length, v.digest, to_db(now))
+        for v in set(values)
     ]
     if rows:
-        conn.executemany(
-            "INSERT INTO erased_values (user_digest, key_digest, length, digest, erased_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            rows,
-        )
+        conn.executemany(f"INSERT INTO erased_values ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
     return len(rows)
 
 
-def of_user(conn: Any, user_id: str) -> list[ErasedValue]:
-    """Every erased value of a user that is still blocked."""
-    rows = conn.execute(
-        "SELECT length, digest, key_digest FROM erased_values WHERE user_digest = ?",
-        [user_digest(user_id)],
-    ).fetchall()
-    return [ErasedValue(int(r[0]), r[1], r[2]) for r in rows]
+def of_user(conn: Any, user_id: str, namespace: str | None = None) -> list[ErasedValue]:
+    """The erased values of a user still blocked in ``namespace`` (None: in any)."""
+    sql = "SELECT length, digest, key_digest, namespace_digest FROM erased_values"
+    sql += " WHERE user_digest = ?"
+    params: list[Any] = [user_digest(user_id)]
+    if namespace is not None:
+        sql += " AND (namespace_digest IS NULL OR namespace_digest = ?)"
+        params.append(namespace_digest(user_id, namespace))
+    rows = conn.execute(sql, params).fetchall()
+    return [ErasedValue(int(r[0]), r[1], r[2], r[3]) for r in rows]
 
 
-def matcher_for(conn: Any, user_id: str) -> Matcher | None:
-    """A matcher of the user's erased values (None: nothing of theirs was erased)."""
-    values = of_user(conn, user_id)
+def matcher_for(conn: Any, user_id: str, namespace: str) -> Matcher | None:
+    """A matcher of the values erased for a user's texts in ``namespace`` (None: none)."""
+    values = of_user(conn, user_id, namespace)
     if not values:
         return None
     secret = secret_of(conn, create=False)
@@ -247,10 +264,13 @@ def lift(conn: Any, user_id: str, namespace: str, key: str, value: str) -> int:
     return len(said)
 
 
-def refuse_carried(conn: Any, user_id: str, texts: Mapping[str, str | None]) -> None:
+def refuse_carried(
+    conn: Any, user_id: str, namespace: str, texts: Mapping[str, str | None]
+) -> None:
     """Raise :class:`~memkeeper.errors.ErasedValueRefused` when one of ``texts`` (by field
-    name) carries a value the user had erased; call it inside the write's transaction."""
-    matcher = matcher_for(conn, user_id)
+    name), to be stored in ``namespace``, carries a value the user had erased; call it
+    inside the write's transaction."""
+    matcher = matcher_for(conn, user_id, namespace)
     if matcher is None:
         return
     for name, text in texts.items():
@@ -262,12 +282,28 @@ def refuse_carried(conn: Any, user_id: str, texts: Mapping[str, str | None]) -> 
             )
 
 
-def all_rows(conn: Any) -> list[Mapping[str, Any]]:
-    """Every row (to carry them into a copy of the database: a backup being pruned)."""
-    rows = conn.execute(
-        "SELECT user_digest, key_digest, length, digest, erased_at FROM erased_values"
-    ).fetchall()
-    return [
-        {"user_digest": r[0], "key_digest": r[1], "length": r[2], "digest": r[3], "erased_at": r[4]}
-        for r in rows
-    ]
+def carried_over(conn: Any) -> tuple[bytes | None, list[tuple[Any, ...]]]:
+    """The secret and every row, to carry them into a copy of the database (a backup being
+    pruned), so that a restored copy refuses the same values."""
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM erased_values").fetchall()
+    return secret_of(conn, create=False), [tuple(row) for row in rows]
+
+
+def copy_in(conn: Any, secret: bytes | None, rows: Iterable[tuple[Any, ...]]) -> int:
+    """Insert the rows another copy holds and this one lacks, inside the caller's
+    transaction; returns how many. Rows hashed under another secret than this copy's own
+    (a copy that made its own after it was taken) cannot be matched here and are left out."""
+    if secret is None:
+        return 0
+    own = secret_of(conn, create=False)
+    if own is None:
+        conn.execute("INSERT INTO erasure_secret (id, secret) VALUES (1, ?)", [secret.hex()])
+    elif own != secret:
+        return 0
+    have = {tuple(row[:5]) for row in conn.execute(f"SELECT {_COLUMNS} FROM erased_values")}
+    missing = [row for row in rows if tuple(row[:5]) not in have]
+    if missing:
+        conn.executemany(
+            f"INSERT INTO erased_values ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", missing
+        )
+    return len(missing)

@@ -200,30 +200,35 @@ def _reach(
     storage: Storage,
     selection: Selection,
     user_id: str | None,
+    namespace: str | None,
     ids: Sequence[str],
     values: set[tuple[str, str, str, str]],
     *,
     write: bool,
 ) -> tuple[derived.Reach | None, list[erased_values.ErasedValue]]:
     """What the erasure reaches beyond ``ids`` (:mod:`memkeeper.storage.derived`), and the
-    hashes of its values. Nothing for a whole user or namespace: it takes everything."""
+    hashes of its values. Nothing for a whole user or namespace: it takes everything.
+
+    A value of the user's profile (the default namespace) is followed into every namespace
+    of the user (a project's session can mention where they live); a project's value, into
+    that project only (its tone is not another project's)."""
     if user_id is None or selection.whole_user or selection.whole_namespace:
         return None, []
+    scope = namespace or None
     conn = storage.hot.conn
     secret = erased_values.secret_of(conn, create=write and bool(values))
     if secret is None:
         secret = secrets.token_bytes(32)  # a preview before any forget: hashes not kept
-    hashed = [
-        found
-        for user, namespace, key, value in sorted(values)
-        if (
-            found := erased_values.hashed(
-                secret, value, erased_values.key_digest(user, namespace, key)
-            )
-        )
-    ]
+    only_in = erased_values.namespace_digest(user_id, scope) if scope is not None else None
+    hashed = []
+    for user, stored_in, key, value in sorted(values):
+        stored_under = erased_values.key_digest(user, stored_in, key)
+        found = erased_values.hashed(secret, value, stored_under, only_in)
+        if found is not None:
+            hashed.append(found)
     matcher = erased_values.Matcher.of(secret, hashed) if hashed else None
-    reach = derived.plan(storage, user_id, ids, matcher, by_id=selection.memory_id is not None)
+    by_id = selection.memory_id is not None
+    reach = derived.plan(storage, user_id, ids, matcher, by_id=by_id, namespace=scope)
     return reach, hashed
 
 
@@ -271,7 +276,7 @@ def remove_rows(
     user_id = selection.user_id or owner.get("user_id")
     namespace = selection.namespace if not selection.memory_id else owner.get("namespace")
     values = _erased_values(hot_rows + cold_rows, orphans)
-    reach, hashed = _reach(storage, selection, user_id, named, values, write=not dry_run)
+    reach, hashed = _reach(storage, selection, user_id, namespace, named, values, write=not dry_run)
     more = sorted(reach.derived) if reach else []
     all_ids = sorted({*named, *more})
     texts = [row[f] for row in hot_rows + cold_rows for f in _TEXT_FIELDS]

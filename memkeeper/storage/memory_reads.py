@@ -91,28 +91,39 @@ def current_value(db: Handle, user_id: str, namespace: str, kind: str, key: str)
 
 
 _CURRENT_AND_SUPERSEDED = (
+    "SELECT found.*, erased.blocked FROM (SELECT EXISTS (SELECT 1 FROM erased_values"
+    " WHERE user_digest = ?) AS blocked) AS erased LEFT JOIN ("
     "SELECT * FROM (SELECT * FROM memories WHERE user_id = ? AND namespace = ? AND kind = ?"
     " AND key = ? AND state IN ('active', 'pending_review') LIMIT 1) AS current_value"
     " UNION ALL SELECT * FROM (SELECT * FROM memories WHERE user_id = ? AND namespace = ?"
     " AND kind = ? AND key = ? AND state = 'superseded' AND value = ?"
-    " ORDER BY updated_at DESC LIMIT 1) AS earlier_value"
+    " ORDER BY updated_at DESC LIMIT 1) AS earlier_value) AS found ON 1 = 1"
 )
 
 
 def current_and_superseded(
     db: Handle, user_id: str, namespace: str, kind: str, key: str, value: str
-) -> tuple[Row | None, Row | None]:
+) -> tuple[Row | None, Row | None, bool]:
     """:func:`current_value` and :func:`superseded_with_value` of one key in one statement
     (what ``remember`` plans on): on PostgreSQL one round trip, not two. Each half keeps its
-    own index (the unique index of current keys; the owner's superseded rows)."""
+    own index (the unique index of current keys; the owner's superseded rows). The third
+    answer says whether a value of the user was ever erased
+    (:mod:`memkeeper.storage.erased_values`), so that the check of the value costs nothing
+    for everyone else."""
+    from memkeeper.storage.erased_values import user_digest
+
     owner = [user_id, namespace, kind, key]
     current = earlier = None
-    for row in db.query(_CURRENT_AND_SUPERSEDED, [*owner, *owner, value]):
+    blocked = False
+    for row in db.query(_CURRENT_AND_SUPERSEDED, [user_digest(user_id), *owner, *owner, value]):
+        blocked = bool(row["blocked"])
+        if row["id"] is None:
+            continue
         if row["state"] == "superseded":
             earlier = row
         else:
             current = row
-    return current, earlier
+    return current, earlier, blocked
 
 
 def _owner_filter(filters: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:

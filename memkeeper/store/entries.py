@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from memkeeper.clock import to_db
-from memkeeper.storage import memory_reads
+from memkeeper.storage import erased_values, memory_reads
 from memkeeper.storage.base import Storage
 from memkeeper.storage.changelog import image_of
 from memkeeper.storage.transitions import Image, Transition, hot_image, supersede, with_changes
@@ -91,6 +91,7 @@ def remember_plan(
     pinned: bool | None,
     ttl_days: int | None,
     now: datetime,
+    check_erased: bool = False,
 ) -> tuple[list[Transition], str]:
     """What remembering ``key = value`` changes, and the id of the entry then current.
 
@@ -98,13 +99,22 @@ def remember_plan(
     revived (re-asserted during its grey period); otherwise a new entry is created. A
     different current value is superseded by it. ``pinned``/``ttl_days`` None keep the
     entry's own. Call it inside the write transaction that applies the result.
+
+    ``check_erased`` (an agent's ``remember``): a key or value carrying a value the user had
+    erased is refused (:class:`~memkeeper.errors.ErasedValueRefused`), unless it is this
+    key's new value, which lifts the block (:mod:`memkeeper.storage.erased_values`); only a
+    user with erased values pays a read for it.
     """
     stamp = to_db(now)
     # The current value and a superseded one with this value, read together: the second is
     # needed unless the value is the current one, and costs no round trip of its own.
-    current_row, earlier = memory_reads.current_and_superseded(
+    current_row, earlier, blocked = memory_reads.current_and_superseded(
         storage.hot, user_id, namespace, kind, key, value
     )
+    if blocked and check_erased:
+        conn = storage.hot.conn
+        if not erased_values.lift(conn, user_id, namespace, key, value):
+            erased_values.refuse_carried(conn, user_id, namespace, {"key": key, "value": value})
     current = image_of(current_row) if current_row else None
 
     def reconfirmed(image: Image, why: str) -> Transition:

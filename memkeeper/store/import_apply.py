@@ -91,7 +91,7 @@ def _forgotten(
     hot = store.storage.hot
     if memory_id is not None and erased_at(hot, "memory", (memory_id,)) is not None:
         return True
-    blocked = erased_values.matcher_for(hot.conn, user_id)
+    blocked = erased_values.matcher_for(hot.conn, user_id, namespace)
     if blocked is not None and (blocked.carries(value) or blocked.carries(key)):
         return True
     scopes: list[tuple[str, tuple[str, ...]]] = [("user", (user_id,))]
@@ -159,7 +159,7 @@ def import_agent_json(
                 if _present(store, user_id, namespace, entry, current):
                     report.unchanged += 1
                     continue
-                blocked = erased_values.matcher_for(store.storage.hot.conn, user_id)
+                blocked = erased_values.matcher_for(store.storage.hot.conn, user_id, namespace)
                 if blocked is not None and (
                     blocked.carries(entry.value) or blocked.carries(entry.key)
                 ):

@@ -44,9 +44,6 @@ def remember(
     ttl_days = validation.ttl_days(ttl_days)
     storage = core.storage
     with write_transaction(storage, users=[user_id]):
-        conn = storage.hot.conn
-        if not erased_values.lift(conn, user_id, namespace, key, value):
-            erased_values.refuse_carried(conn, user_id, {"key": key, "value": value})
         now = core.now()
         transitions, result_id = remember_plan(
             storage,
@@ -60,6 +57,7 @@ def remember(
             pinned=pinned,
             ttl_days=ttl_days,
             now=now,
+            check_erased=True,
         )
         outcomes = core.apply(transitions, "remember")
         # The entry as written is the transition's target: read back only when another
@@ -98,6 +96,6 @@ def add_note(
         now=core.now(),
     )
     with write_transaction(core.storage, users=[user_id]):
-        erased_values.refuse_carried(core.storage.hot.conn, user_id, {"note": text})
+        erased_values.refuse_carried(core.storage.hot.conn, user_id, namespace, {"note": text})
         core.apply([Transition(image["id"], None, image, "create", "new note")], "add_note")
     return Memory.from_image(image)

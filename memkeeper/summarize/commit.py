@@ -53,7 +53,7 @@ def commit(ctx: JobContext, result: SessionResult, model: str) -> bool:
             and (current["id"] != seen["id"] or current["value"] != seen["value"])
         ):
             return False
-        blocked = erased_values.matcher_for(storage.hot.conn, session.user_id)
+        blocked = erased_values.matcher_for(storage.hot.conn, session.user_id, session.namespace)
         if blocked is not None:
             result.summary, _ = erased_values.redact(result.summary, blocked.spans(result.summary))
         transitions = summary_transitions(ctx, result, current, model)

@@ -103,7 +103,7 @@ def remember_extracted(
     storage = ctx.store.storage
     done: Counter[str] = Counter()
     source = extracted_source(session_id)
-    blocked = matcher_for(storage.hot.conn, user_id)
+    blocked = matcher_for(storage.hot.conn, user_id, namespace)
     for item in items:
         kind, current = _slot(storage, user_id, namespace, item)
         why = _skip_reason(storage, user_id, namespace, item, current, blocked)

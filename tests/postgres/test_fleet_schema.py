@@ -53,6 +53,7 @@ def test_a_0001_memory_gets_the_fleet_tables_and_keeps_its_runs(
             "0003_fleet",
             "0004_job_locks",
             "0005_uses_in_place",
+            "0006_erased_values",
         ]
         hosts = dict(conn.execute("SELECT run_id, host FROM memkeeper.job_runs").fetchall())
         assert hosts == {"old-run": None, result.run_id: "old-host-upgraded"}
@@ -83,7 +84,11 @@ def test_a_0003_memory_gets_a_lock_per_job(pg_database: str) -> None:
     with MemoryStore(pg_database) as store:
         run_once(store, ["settle"])
     with psycopg.connect(pg_database, autocommit=True) as conn:
-        assert applied_steps(conn, "memkeeper")[-2:] == ["0004_job_locks", "0005_uses_in_place"]
+        assert applied_steps(conn, "memkeeper")[-3:] == [
+            "0004_job_locks",
+            "0005_uses_in_place",
+            "0006_erased_values",
+        ]
         epochs = dict(conn.execute("SELECT name, epoch FROM memkeeper.leadership").fetchall())
         assert epochs == {"daemon": 0, "jobs": 7, "job:settle": 1, "jobs:shared": 1}
         with pytest.raises(psycopg.errors.CheckViolation):

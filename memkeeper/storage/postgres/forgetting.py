@@ -2,7 +2,8 @@
 
 The rows are the same as on SQLite (:func:`memkeeper.storage.forgetting.remove_rows`: hot
 and cold entries, their change-log rows, uses, vectors, an owner's messages and episodes,
-with the content-free ``forget`` row and the tombstones), deleted in ONE transaction under
+what the erasure reaches beyond them (derived entries, redacted texts), with the
+content-free ``forget`` row and the tombstones), deleted in ONE transaction under
 memkeeper's write lock: cold storage is a table of the same database, so there is no
 in-between state to recover from and no ``pending_scrubs`` row.
 
@@ -68,7 +69,11 @@ def erase(
         transitions.step_hook("forget-hot-committed")
         in_transaction = hot.conn.in_transaction
     if removed.anything:
-        owner_tables = [t for t in ("messages", "episodes") if removed.counts.get(t)]
+        owner_tables = [
+            table
+            for table in ("messages", "episodes")
+            if removed.counts.get(table) or removed.counts.get(f"{table}_redacted")
+        ]
         vacuum(storage, [*ENTRY_TABLES, *owner_tables], in_transaction=in_transaction)
     return removed.counts
 

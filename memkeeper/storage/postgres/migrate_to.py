@@ -60,6 +60,8 @@ HOT_TABLES = (
     "job_runs",
     "uses",
     "tombstones",
+    "erasure_secret",
+    "erased_values",
 )
 COLD_TABLE = "cold_memories"
 VECTORS = "vectors"

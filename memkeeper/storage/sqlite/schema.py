@@ -259,7 +259,8 @@ def _hot_tombstones(db: Database) -> None:
 @_step(hot_migrations, _HOT_STEPS, "0009_erased_values")
 def _hot_erased_values(db: Database) -> None:
     # Keyed hashes of erased values (memkeeper.storage.erased_values), so that nothing derives
-    # an erased value again: per user digest, with the digest of the key it was stored under.
+    # an erased value again: per user digest, with the digests of the key it was stored under
+    # and (a project's value) of the one namespace it is blocked in.
     # The HMAC key is one random row of erasure_secret. Never a value or an identity.
     db.executescript(
         """
@@ -267,6 +268,7 @@ def _hot_erased_values(db: Database) -> None:
             id INTEGER PRIMARY KEY,
             user_digest TEXT NOT NULL,
             key_digest TEXT NOT NULL,
+            namespace_digest TEXT,
             length INTEGER NOT NULL,
             digest TEXT NOT NULL,
             erased_at TEXT NOT NULL
