@@ -134,11 +134,13 @@ def agent(conn: Connection, index: int, path: str, now: datetime, seed: int) -> 
     try:
         while conn.recv() == "run":
             latencies: list[float] = []
+            started: list[float] = []  # each call's start (perf_counter: one clock for all)
             errors: Counter[str] = Counter()
             while not latencies or not conn.poll():  # at least one call per run
                 call = _call(store, user, rng, calls)
                 calls += 1
                 began = time.perf_counter()
+                started.append(began)
                 try:
                     call()
                 except Exception as exc:
@@ -146,6 +148,6 @@ def agent(conn: Connection, index: int, path: str, now: datetime, seed: int) -> 
                 latencies.append((time.perf_counter() - began) * 1000)
                 time.sleep(AGENT_PAUSE)
             conn.recv()  # the stop
-            conn.send({"latencies_ms": latencies, "errors": dict(errors)})
+            conn.send({"latencies_ms": latencies, "started_s": started, "errors": dict(errors)})
     finally:
         store.close()
