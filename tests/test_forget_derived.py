@@ -11,6 +11,7 @@ does not bring it back.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -309,3 +310,18 @@ def test_a_projects_value_is_followed_in_that_project_only(store_plain: MemorySt
 def store_plain(db_path: Path | str, fake: FakeLLM) -> Iterator[MemoryStore]:
     with open_store(db_path, fake) as store:
         yield store
+
+
+def test_the_commands_preview_with_dry_run_and_change_nothing(scenario: MemoryStore, cli) -> None:
+    store = scenario
+    before = alice_values(store)
+    code, out, _ = cli("forget", "alice", "city", "--dry-run")
+    assert code == 0 and out.startswith("dry run: nothing was changed; a forget would")
+    assert "a summary of messages that carried an erased value" in out
+    assert "redact" in out and CITY not in out
+    code, out, _ = cli("forget", "alice", "city", "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["counts"]["memories"] == 1
+    code, out, _ = cli("forget-user", "alice", "--dry-run")  # no question asked
+    assert code == 0 and "erase 48 messages" in out and "?" not in out
+    assert cli("forget", "alice", "nothing-here", "--dry-run")[0] == 3
+    assert alice_values(store) == before

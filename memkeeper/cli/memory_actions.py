@@ -114,3 +114,38 @@ def search(
     )
     if hits.keyword_only:
         echo(f"keyword-only: {hits.keyword_only}", err=True)
+
+
+def forget_preview_text(preview: dict[str, Any]) -> str:
+    """A forget's dry run for people: what it would erase, redact and rebuild, by id and
+    kind, with counts; never a value (the preview carries none)."""
+    lines = ["dry run: nothing was changed; a forget would"]
+    erase = preview["erase"]
+    lines.append(f"  erase {len(erase)} entr{'y' if len(erase) == 1 else 'ies'}")
+    for entry in erase:
+        why = entry.get("why") or "named by the forget"
+        lines.append(f"    {entry['id']}  {entry.get('kind') or '?':10}  {why}")
+    redact = preview["redact"]
+    counts = preview["counts"]
+    for what in ("messages", "episodes"):  # a whole user's or namespace's
+        if counts.get(what):
+            lines.append(f"  erase {counts[what]} {what}")
+    if redact["entries"]:
+        kept = ", ".join(redact["entries"])
+        lines.append(f"  redact {len(redact['entries'])} kept entries: {kept}")
+    if redact["messages"]:
+        shown_ids = ", ".join(f"#{i}" for i in redact["messages"])
+        lines.append(f"  redact {len(redact['messages'])} messages: {shown_ids}")
+    if redact["episodes"]:
+        shown_ids = ", ".join(f"#{i}" for i in redact["episodes"])
+        lines.append(f"  redact {len(redact['episodes'])} episodes: {shown_ids}")
+    if redact["change_rows"]:
+        lines.append(f"  redact the images of {redact['change_rows']} change-log rows")
+    if counts.get("changes"):
+        lines.append(f"  delete {counts['changes']} change-log rows")
+    if preview["rebuild"]:
+        lines.append(
+            f"  have the next summarize run rebuild the summaries of {len(preview['rebuild'])}"
+            " erased summary note(s) from the messages that remain"
+        )
+    return "\n".join(lines)

@@ -126,19 +126,45 @@ def note(
         click.echo(f"noted {memory.id}")
 
 
+_DRY_RUN = click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Show what would be erased, redacted and rebuilt (ids, kinds, counts); change nothing.",
+)
+
+
+def _show_preview(preview: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(preview)
+    else:
+        click.echo(memory_actions.forget_preview_text(preview))
+
+
 @click.command()
 @click.argument("user", callback=required_text)
 @click.argument("key", callback=required_text)
 @namespace_option
+@_DRY_RUN
 @yes_option
 @json_option
 @pass_app
-def forget(app: App, user: str, key: str, namespace: str, yes: bool, as_json: bool) -> None:
-    """Erase every value KEY ever had for USER: hot, cold and change log. No undo.
+def forget(
+    app: App, user: str, key: str, namespace: str, dry_run: bool, yes: bool, as_json: bool
+) -> None:
+    """Erase every value KEY ever had for USER: hot, cold and change log, and what memkeeper
+    derived from it in every namespace of USER (summaries and facts built from it are erased,
+    texts that carry it are redacted, and nothing stores it again unless it is remembered
+    under KEY). No undo.
 
     Exit 3 if USER has no value of KEY (there was nothing to erase).
     """
     app.check_now(yes=yes)
+    if dry_run:
+        preview = app.store(create=False).forget(user, key, namespace=namespace, dry_run=True)
+        if not preview["counts"]["memories"]:
+            raise NotFound(f"no memory {key!r} for user {user!r}; nothing would be erased")
+        _show_preview(preview, as_json)
+        return
     erased = app.store(create=False).forget(user, key, namespace=namespace)
     if not erased:
         raise NotFound(
@@ -154,12 +180,20 @@ def forget(app: App, user: str, key: str, namespace: str, yes: bool, as_json: bo
 
 @click.command("forget-id")
 @click.argument("memory_id", callback=required_text)
+@_DRY_RUN
 @yes_option
 @json_option
 @pass_app
-def forget_id(app: App, memory_id: str, yes: bool, as_json: bool) -> None:
-    """Erase one entry (a note, say) by id, with its history. No undo. Exit 3 if absent."""
+def forget_id(app: App, memory_id: str, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Erase one entry (a note, say) by id, with its history and what was derived from it
+    (for a summary, the earlier summaries folded into it). No undo. Exit 3 if absent."""
     app.check_now(yes=yes)
+    if dry_run:
+        preview = app.store(create=False).forget_memory(memory_id, dry_run=True)
+        if not preview["counts"]["memories"]:
+            raise NotFound(f"no memory with id {memory_id!r}")
+        _show_preview(preview, as_json)
+        return
     erased = app.store(create=False).forget_memory(memory_id)
     if not erased:
         raise NotFound(f"no memory with id {memory_id!r}")
@@ -177,12 +211,26 @@ _YES_TO_ERASE = click.option(
 
 
 def _erase_confirmed(
-    app: App, *, yes: bool, as_json: bool, question: str, erase: Any, nothing: str
+    app: App,
+    *,
+    yes: bool,
+    as_json: bool,
+    question: str,
+    erase: Any,
+    nothing: str,
+    dry_run: bool = False,
 ) -> None:
     """Ask (unless --yes), erase with ``erase(store)``, and print its counts; NotFound
-    (exit 3) with ``nothing`` when no memory, message or episode was there."""
+    (exit 3) with ``nothing`` when no memory, message or episode was there. ``dry_run``:
+    show ``erase(store, dry_run=True)``'s preview, with no question."""
     app.check_now(yes=yes)
     store = app.store(create=False)
+    if dry_run:
+        preview = erase(store, dry_run=True)
+        if not any(preview["counts"].get(w) for w in ("memories", "messages", "episodes")):
+            raise NotFound(nothing)
+        _show_preview(preview, as_json)
+        return
     if not yes:
         if not sys.stdin.isatty():
             # No one to answer the prompt (a script, a pipe, cron): say how to confirm.
@@ -202,10 +250,11 @@ def _erase_confirmed(
 
 @click.command("forget-user")
 @click.argument("user", callback=required_text)
+@_DRY_RUN
 @_YES_TO_ERASE
 @json_option
 @pass_app
-def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
+def forget_user(app: App, user: str, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Erase everything about USER: memories, messages, episodes, log rows. No undo.
 
     Exit 3 if memkeeper holds nothing about USER.
@@ -215,18 +264,22 @@ def forget_user(app: App, user: str, yes: bool, as_json: bool) -> None:
         yes=yes,
         as_json=as_json,
         question=f"Erase everything memkeeper holds about {user!r}?",
-        erase=lambda store: store.forget_user(user),
+        erase=lambda store, **how: store.forget_user(user, **how),
         nothing=f"no user {user!r}: memkeeper holds nothing about them",
+        dry_run=dry_run,
     )
 
 
 @click.command("forget-namespace")
 @click.argument("user", callback=required_text)
 @click.argument("namespace", callback=required_text)
+@_DRY_RUN
 @_YES_TO_ERASE
 @json_option
 @pass_app
-def forget_namespace(app: App, user: str, namespace: str, yes: bool, as_json: bool) -> None:
+def forget_namespace(
+    app: App, user: str, namespace: str, dry_run: bool, yes: bool, as_json: bool
+) -> None:
     """Erase one project of USER: NAMESPACE's memories, messages, episodes, log rows. No undo.
 
     The user's profile (the default namespace) and other projects are kept. Exit 3 if
@@ -237,8 +290,9 @@ def forget_namespace(app: App, user: str, namespace: str, yes: bool, as_json: bo
         yes=yes,
         as_json=as_json,
         question=f"Erase everything of {user!r} in {namespace!r}?",
-        erase=lambda store: store.forget_namespace(user, namespace),
+        erase=lambda store, **how: store.forget_namespace(user, namespace, **how),
         nothing=f"nothing of {user!r} in namespace {namespace!r}",
+        dry_run=dry_run,
     )
 
 

@@ -42,7 +42,13 @@ from memkeeper.storage.sqlite.backup_check import (
 )
 from memkeeper.storage.sqlite.backup_prune import apply_tombstones
 from memkeeper.storage.sqlite.files import SqliteStorage
-from memkeeper.storage.sqlite.restore_hold import Held, hold_alone, let_go, live_tombstones
+from memkeeper.storage.sqlite.restore_hold import (
+    Held,
+    hold_alone,
+    let_go,
+    live_erased_values,
+    live_tombstones,
+)
 
 RESTORING = ".restoring"
 
@@ -96,7 +102,12 @@ def restore(
                 temp["hot"], temp["cold"], busy_timeout_ms=busy_timeout_ms, create=False
             )
             try:
-                applied = apply_tombstones(copy, live_tombstones(live["hot"]), now=now)
+                applied = apply_tombstones(
+                    copy,
+                    live_tombstones(live["hot"]),
+                    now=now,
+                    erased=live_erased_values(live["hot"]),
+                )
             finally:
                 copy.close()
             for role, (_, kind) in FILES.items():

@@ -194,10 +194,15 @@ def _search(store: MemoryStore, _caller: Caller, user: str, a: dict[str, Any]) -
 def _forget(store: MemoryStore, _caller: Caller, user: str, a: dict[str, Any]) -> dict[str, Any]:
     if ("key" in a) == ("memory_id" in a):
         raise InvalidInput("forget needs exactly one of key and memory_id")
+    dry_run = bool(a.get("dry_run", False))
     if "key" in a:
-        return {"forgotten": store.forget(user, a["key"], namespace=a.get("namespace", ""))}
-    _owned(store, user, a["memory_id"])
-    return {"forgotten": store.forget_memory(a["memory_id"])}
+        done = store.forget(user, a["key"], namespace=a.get("namespace", ""), dry_run=dry_run)
+    else:
+        _owned(store, user, a["memory_id"])
+        done = store.forget_memory(a["memory_id"], dry_run=dry_run)
+    if dry_run:  # ids, kinds and counts: never a value
+        return {"forgotten": 0, "dry_run": True, "preview": done}
+    return {"forgotten": done}
 
 
 def _add_note(store: MemoryStore, caller: Caller, user: str, a: dict[str, Any]) -> dict[str, Any]:

@@ -172,12 +172,20 @@ TOOLS: tuple[ToolSpec, ...] = (
         "forget",
         "Forget a key or one memory for good",
         "Erase, at the user's request, every value a key ever had - or one memory by id (a "
-        "note, say) - with its whole history: nothing is kept anywhere and it cannot be "
-        "undone. Give exactly one of key and memory_id. Returns how many entries were erased.",
+        "note, say) - with its whole history and what memkeeper derived from it (summaries "
+        "and facts built from it are erased, texts that carry it are redacted): nothing is "
+        "kept anywhere and it cannot be undone. Give exactly one of key and memory_id. "
+        "Returns how many entries were erased; with dry_run, what would be erased, redacted "
+        "and rebuilt (ids, kinds, counts) and nothing changes.",
         {
             "key": _text("The key to erase, every value it ever had (facts and preferences)."),
             "memory_id": _text("Or: the id of one memory to erase (e.g. a note)."),
             "namespace": NAMESPACE,
+            "dry_run": {
+                "type": "boolean",
+                "default": False,
+                "description": "Only list what would be erased, redacted and rebuilt.",
+            },
             "user_id": USER_ID,
         },
         destructive=True,

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -175,6 +175,7 @@ class Removed:
     texts: list[str]
     ids: list[str]
     reach: derived.Reach | None = None
+    kinds: dict[str, str] = field(default_factory=dict)  # of the entries the forget named
 
     @property
     def anything(self) -> bool:
@@ -288,7 +289,8 @@ def remove_rows(
     counts = {"memories": len(named)}
     if dry_run:
         counts.update(_previewed(storage, selection, all_ids, reach))
-        return Removed(counts, [], all_ids, reach)
+        kinds = {row["id"]: row["kind"] for row in hot_rows + cold_rows}
+        return Removed(counts, [], all_ids, reach, kinds)
     more_cold = [
         i for i in more if reach and i in reach.images and reach.images[i]["state"] == "cold"
     ]

@@ -44,7 +44,8 @@ def preview(removed: Removed) -> dict[str, Any]:
 
     def entry(memory_id: str) -> dict[str, Any]:
         image = images.get(memory_id) or {}
-        found: dict[str, Any] = {"id": memory_id, "kind": image.get("kind")}
+        kind = image.get("kind") or removed.kinds.get(memory_id)
+        found: dict[str, Any] = {"id": memory_id, "kind": kind}
         if memory_id in derived:
             found["why"] = derived[memory_id]
         return found

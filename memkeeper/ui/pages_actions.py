@@ -143,6 +143,22 @@ def _preview_body(preview: dict[str, Any]) -> list[Any]:
     for table in ("messages", "episodes"):
         if table in preview:
             body.append(tag("p", f"{table}: ", tag("b", preview[table], data_figure=table)))
+    if preview.get("derived") or preview.get("redact"):
+        derived = [[e["id"], e["kind"] or "-", e["why"]] for e in preview.get("derived", [])]
+        redact = preview.get("redact") or {}
+        body += [
+            tag("h3", "Reached beyond the key"),
+            html.table(["id", "kind", "erased because"], derived, class_="derived"),
+            tag(
+                "p",
+                f"redacted ([erased] in place of the value): {len(redact.get('entries', []))} "
+                f"kept entries, {len(redact.get('messages', []))} messages, "
+                f"{len(redact.get('episodes', []))} episodes, "
+                f"{redact.get('change_rows', 0)} change-log rows; "
+                f"summaries rebuilt by the next summarize run: {len(preview.get('rebuild', []))}",
+                data_figure="redacted",
+            ),
+        ]
     return body
 
 

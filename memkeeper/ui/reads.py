@@ -289,4 +289,9 @@ def forget_preview(
         with store.storage.lock:
             for table in ("messages", "episodes"):
                 preview[table] = ui_reads.owner_rows(store.storage.hot, table, user_id, namespace)
+    elif found:  # what the forget reaches beyond the key: the store's own dry run
+        reach = store.forget(user_id, key, namespace=namespace or "", dry_run=True)
+        preview["derived"] = [e for e in reach["erase"] if "why" in e]
+        preview["redact"] = reach["redact"]
+        preview["rebuild"] = reach["rebuild"]
     return preview

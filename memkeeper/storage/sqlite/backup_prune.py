@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.clock import to_db
+from memkeeper.storage import erased_values
 from memkeeper.storage.base import Storage
 from memkeeper.storage.forgetting import Selection, erase
 from memkeeper.storage.sqlite.backup import (
@@ -94,12 +95,23 @@ def _selection(scope: str, parts: tuple[str, ...]) -> Selection:
 
 
 def apply_tombstones(
-    target: Storage, tombstones: list[Tombstone], *, now: datetime
+    target: Storage,
+    tombstones: list[Tombstone],
+    *,
+    now: datetime,
+    erased: tuple[bytes | None, list[tuple[Any, ...]]] = (None, []),
 ) -> dict[str, int]:
-    """Erase from ``target`` what the given (live) tombstones erased and it has not seen.
+    """Erase from ``target`` what the given (live) tombstones erased and it has not seen,
+    with what each erasure reaches there (:mod:`memkeeper.storage.derived`: the copy's
+    summaries, extracted facts and merged notes built from an erased value, and its texts
+    that carry one). ``erased``: the live database's erased-value hashes
+    (:func:`memkeeper.storage.erased_values.carried_over`), copied in first so that the
+    copy, once restored, refuses the same values.
 
     Returns counts: tombstones new to the copy, erasures run, and what they erased.
     """
+    with immediate_transaction(target.hot):
+        erased_values.copy_in(target.hot.conn, *erased)
     wanted = Counter((t.scope, t.digest) for t in tombstones)
     had = Counter((t.scope, t.digest) for t in since(target.hot, None))
     pending = {pair for pair, count in wanted.items() if count > had[pair]}
@@ -146,6 +158,7 @@ def prune(live: Storage, directory: Path, *, now: datetime, version: str) -> dic
     clear_leftovers(directory)  # a killed prune's copies and journals: never reuse them
     with live.lock:
         tombstones = since(live.hot, None)
+        erased = erased_values.carried_over(live.hot.conn)
     partial = {role: directory / f"{name}{PARTIAL}" for role, (name, _) in FILES.items()}
     try:
         for role, (name, _) in FILES.items():
@@ -155,7 +168,7 @@ def prune(live: Storage, directory: Path, *, now: datetime, version: str) -> dic
             partial["hot"], partial["cold"], busy_timeout_ms=live.busy_timeout_ms, create=False
         )
         try:
-            counts = apply_tombstones(copy, tombstones, now=now)
+            counts = apply_tombstones(copy, tombstones, now=now, erased=erased)
         finally:
             copy.close()
         files = {}

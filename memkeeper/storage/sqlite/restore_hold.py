@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from memkeeper.errors import LockBusy
+from memkeeper.storage import erased_values
 from memkeeper.storage.sqlite.backup_check import open_read_only
 from memkeeper.storage.sqlite.errors import is_locked_error
 from memkeeper.storage.tombstones import Tombstone, since
@@ -76,5 +78,21 @@ def live_tombstones(hot_path: Path) -> list[Tombstone]:
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tombstones'"
         ).fetchone()
         return since(conn, None) if has else []
+    finally:
+        conn.close()
+
+
+def live_erased_values(hot_path: Path) -> tuple[bytes | None, list[tuple[Any, ...]]]:
+    """The live hot file's erased-value hashes and their secret
+    (:func:`memkeeper.storage.erased_values.carried_over`; none when it or its table does not
+    exist). Call it while the file is held, as :func:`live_tombstones`."""
+    if not hot_path.exists():
+        return None, []
+    conn = open_read_only(hot_path)
+    try:
+        has = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'erased_values'"
+        ).fetchone()
+        return erased_values.carried_over(conn) if has else (None, [])
     finally:
         conn.close()
