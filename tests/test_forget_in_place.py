@@ -1,5 +1,5 @@
 """A forget zeroes erased bytes where SQLite no longer reads them, in place, without
-rebuilding the file (memkeeper/storage/sqlite/scrub.py); the rebuild stays the fallback.
+rebuilding the file (memkeeper/storage/sqlite/zeroing.py); the rebuild stays the fallback.
 
 Each test checks the file's raw bytes from a child process (tests/helpers), and that the
 files are intact (``PRAGMA integrity_check``) after pages were written under SQLite.
@@ -22,7 +22,11 @@ from test_forget_residue import LAYOUT_SEEDS, churned_store
 
 from memkeeper import MemoryStore
 from memkeeper.paths import cold_path_for
-from memkeeper.storage.sqlite import pages, scrub
+from memkeeper.storage.sqlite import pages, scrub, zeroing
+
+RESIDUE_SEEDS = [27, 32, 42]
+"""Layouts in which the erased values' own bytes are left in unused space of live pages
+(found by trying 60 layouts): the zeroing has real work there."""
 
 
 class Watch:
@@ -48,7 +52,8 @@ class Watch:
                 watch.fallbacks.append(fields.get("reason", event))
 
         monkeypatch.setattr(scrub, "rebuild", counted)
-        monkeypatch.setattr(scrub, "log", Log())
+        monkeypatch.setattr(scrub, "log", Log())  # the fallbacks
+        monkeypatch.setattr(zeroing, "log", Log())  # the pages zeroed
 
 
 def _both_intact(db_path: Path) -> None:
@@ -56,7 +61,7 @@ def _both_intact(db_path: Path) -> None:
     assert integrity(cold_path_for(db_path)) == ["ok"]
 
 
-@pytest.mark.parametrize("seed", LAYOUT_SEEDS)
+@pytest.mark.parametrize("seed", [*LAYOUT_SEEDS, RESIDUE_SEEDS[0]])
 def test_forgotten_keys_are_zeroed_in_place_whatever_the_layout(
     db_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -80,7 +85,7 @@ def test_the_residue_layouts_do_need_pages_zeroed(
     """Across the layouts where secure_delete alone left copies, zeroing really happens
     (the tests above are not passing for want of residue)."""
     zeroed = 0
-    for seed in LAYOUT_SEEDS:
+    for seed in RESIDUE_SEEDS:
         path = db_path.with_name(f"seed{seed}.db")
         store, _ = churned_store(path, seed, monkeypatch)
         watch = Watch(monkeypatch)
@@ -114,15 +119,16 @@ def test_the_same_text_in_another_users_live_row_is_left_alone(
 def test_the_rebuild_is_the_fallback_when_a_page_cannot_be_read(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, _ = churned_store(db_path, LAYOUT_SEEDS[0], monkeypatch)
+    store, _ = churned_store(db_path, RESIDUE_SEEDS[0], monkeypatch)
     watch = Watch(monkeypatch)
     monkeypatch.setattr(pages.FileView, "layout", lambda self, number: None)
-    victim = next(m for m in store.list_memories("u3") if m.key)
-    marker = victim.value.split("Z")[0].encode() + b"Z"
-    store.forget("u3", victim.key)
+    victims = [m for m in store.list_memories("u3") if m.key][:8]
+    for victim in victims:  # one of them leaves bytes in unused space
+        store.forget("u3", victim.key)
     assert watch.rebuilt and watch.fallbacks
     assert "cannot be proven" in watch.fallbacks[0]
-    assert files_containing(db_path, marker) == []
+    for victim in victims:
+        assert files_containing(db_path, victim.value.split("Z")[0].encode() + b"Z") == []
     _both_intact(db_path)
     store.close()
 

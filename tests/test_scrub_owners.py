@@ -129,8 +129,8 @@ def _corrupt_messages(db_path: Path) -> None:
 
 def test_a_vacuum_on_a_corrupt_file_raises_memkeepers_own_error(db_path: Path) -> None:
     with MemoryStore(db_path) as store:
-        for index in range(40):  # more texts than the scan takes: the forget rebuilds
-            store.remember("u", f"k{index}", f"value {index}")
+        for index in range(70):  # more texts than the scan takes: the forget rebuilds
+            store.remember("u", f"key{index:03d}", f"v{index:03d}x")
         for index in range(300):
             store.append_message("chat", "s", "user", f"message {index} " + "x" * 200)
     _corrupt_messages(db_path)

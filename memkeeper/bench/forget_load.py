@@ -74,7 +74,7 @@ def plant_secret(path: Path, config: Config, seed: int) -> str:
 def run_forget(path: str, user: str, key: str, in_place: bool) -> dict[str, Any]:
     """In the runner process: one ``forget`` of ``key``, timed, and what the scrub did."""
     from memkeeper.bench.workers import running_clock
-    from memkeeper.storage.sqlite import scrub
+    from memkeeper.storage.sqlite import scrub, zeroing
     from memkeeper.store import MemoryStore
 
     done: dict[str, Any] = {"rebuilt": [], "zeroed_pages": 0, "fallbacks": []}
@@ -103,7 +103,12 @@ def run_forget(path: str, user: str, key: str, in_place: bool) -> dict[str, Any]
             done["scrub_window"] = (began, time.perf_counter())
 
     erasure.scrub = timed  # type: ignore[assignment]
-    scrub.ZERO_IN_PLACE, scrub.rebuild, scrub.log = in_place, counted, _Log()  # type: ignore[assignment]
+    scrub.ZERO_IN_PLACE, scrub.rebuild = in_place, counted  # type: ignore[assignment]
+    if not in_place:
+        # The whole-file way as it was: it looked for the entry's source too ("api", in
+        # nearly every row), so it found a needle in every file and always rebuilt.
+        scrub.file_holds_any = lambda raw, needles: True  # type: ignore[assignment]
+    scrub.log = zeroing.log = _Log()  # type: ignore[assignment]
     store = MemoryStore(path, config=Config(), clock=running_clock(NOW), actor="bench")
     try:
         began = time.perf_counter()

@@ -34,7 +34,7 @@ from memkeeper.maintenance.jobkit import (
 from memkeeper.maintenance.locks import EXCLUSIVE_JOBS, job_lock
 from memkeeper.storage import job_runs
 from memkeeper.storage.base import DEFAULT_AUTOCHECKPOINT
-from memkeeper.storage.forgetting import finish_interrupted
+from memkeeper.storage.forgetting import finish_interrupted, purge_pending_indexes
 from memkeeper.storage.transitions import reconcile_now
 from memkeeper.store import MemoryStore
 
@@ -238,6 +238,9 @@ def run_job(
             # PostgreSQL erases in one transaction: no byte scrub can be left half done.
             if not store.storage.one_database and finish_interrupted(store.storage):
                 bound.warning("finished an interrupted forget: both files rebuilt")
+            purged = purge_pending_indexes(store.storage)
+            if purged:
+                bound.info("rewrote the keyword index of erased texts", files=purged)
         bound.info("job started")
         # The runner checkpoints (PASSIVE, after its own commits) before the WAL gets long,
         # so an agent's commit never has to do the checkpoint work the pass caused.

@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from memkeeper.clock import to_db
-from memkeeper.storage.changelog import change_row, image_of, insert_changes
+from memkeeper.storage import erased_values
+from memkeeper.storage.changelog import image_of
 from memkeeper.storage.erased_values import REDACTED, Matcher, redact
 
 _RANGE = re.compile(r"^summary:session=(?P<session>.*);messages=(?P<first>\d+)-(?P<last>\d+)$")
@@ -127,7 +127,6 @@ def plan(
     hot, cold = storage.hot, storage.cold(create=False)
     reach = Reach(user_id=user_id)
     erased = set(primary)
-    chosen = set(erased)
     owner, params = "user_id = ?", [user_id]
     if namespace is not None:
         owner, params = "user_id = ? AND namespace = ?", [user_id, namespace]
@@ -160,23 +159,7 @@ def plan(
         f"SELECT id, namespace, session_id, content, summary_id FROM messages WHERE {owner}",
         params,
     )
-    # Message ids each entry was extracted from, and the groups merged into one survivor.
-    sources: dict[str, set[int]] = {}
-    groups: dict[str, set[str]] = {}
-    for row in changes:
-        details = _details(row)
-        ids = details.get("message_ids")
-        if ids and not row["action"].startswith("summar"):
-            sources.setdefault(row["memory_id"], set()).update(int(i) for i in ids)
-        if details.get("matched_by") == "llm" or row["action"] not in ("merge", "supersede"):
-            continue  # an LLM merge's notes are the new note's sources (see _MERGE), not a group
-        members = set(details.get("merged") or ())
-        if details.get("merged_into"):
-            members.add(details["merged_into"])
-        if members:
-            members.add(row["memory_id"])
-            for member in members:
-                groups.setdefault(member, set()).update(members)
+    sources, groups = _provenance(changes)
     # Messages: spans of erased values; the sources of an erased extracted fact, whole.
     carriers: dict[int, tuple[str, str]] = {}
     whole: set[int] = set()  # the messages an erased fact or preference was extracted from
@@ -270,18 +253,49 @@ def plan(
         if redone is not None:
             reach.changes[row["id"]] = redone
     if matcher is not None:
-        for episode in _rows(
-            hot, f"SELECT id, {', '.join(EPISODE_TEXTS)} FROM episodes WHERE {owner}", params
-        ):
-            fixed = {}
-            for column in EPISODE_TEXTS:
-                spans = matcher.spans(episode[column])
-                if spans:
-                    fixed[column], taken = redact(episode[column], spans)
-                    reach.taken.update(taken)
-            if fixed:
-                reach.episodes[episode["id"]] = fixed
+        _redacted_episodes(hot, owner, params, matcher, reach)
     return reach
+
+
+def _provenance(
+    changes: Iterable[Mapping[str, Any]],
+) -> tuple[dict[str, set[int]], dict[str, set[str]]]:
+    """From the change log: the message ids each entry was extracted from, and for each
+    entry the group of duplicates merged with it (an LLM merge's notes are the new note's
+    sources, found by its ``merge:`` source, not a group)."""
+    sources: dict[str, set[int]] = {}
+    groups: dict[str, set[str]] = {}
+    for row in changes:
+        details = _details(row)
+        ids = details.get("message_ids")
+        if ids and not row["action"].startswith("summar"):
+            sources.setdefault(row["memory_id"], set()).update(int(i) for i in ids)
+        if details.get("matched_by") == "llm" or row["action"] not in ("merge", "supersede"):
+            continue
+        members = set(details.get("merged") or ())
+        if details.get("merged_into"):
+            members.add(details["merged_into"])
+        if members:
+            members.add(row["memory_id"])
+            for member in members:
+                groups.setdefault(member, set()).update(members)
+    return sources, groups
+
+
+def _redacted_episodes(
+    hot: Any, owner: str, params: list[Any], matcher: Matcher, reach: Reach
+) -> None:
+    for episode in _rows(
+        hot, f"SELECT id, {', '.join(EPISODE_TEXTS)} FROM episodes WHERE {owner}", params
+    ):
+        fixed = {}
+        for column in EPISODE_TEXTS:
+            spans = matcher.spans(episode[column])
+            if spans:
+                fixed[column], taken = redact(episode[column], spans)
+                reach.taken.update(taken)
+        if fixed:
+            reach.episodes[episode["id"]] = fixed
 
 
 def _redacted_row(
@@ -308,95 +322,52 @@ def _redacted_row(
     return out or None
 
 
-def apply(
+def erased_values_of(
+    hot_rows: Sequence[dict[str, Any]], orphans: Sequence[dict[str, Any]]
+) -> set[tuple[str, str, str, str]]:
+    """(user, namespace, key, value) of every fact or preference value the erasure removes,
+    from the rows and their change-log images: what no text of the user's may carry after."""
+    images = [dict(row) for row in hot_rows]
+    for row in orphans:
+        images += [json.loads(row[c]) for c in ("before", "after") if row[c]]
+    return {
+        (str(i["user_id"]), str(i["namespace"]), str(i["key"]), str(i["value"]))
+        for i in images
+        if i.get("kind") in ("fact", "preference") and i.get("key") is not None and i.get("value")
+    }
+
+
+def reach_of(
     storage: Any,
-    reach: Reach,
+    selection: Any,
+    user_id: str | None,
+    namespace: str | None,
+    ids: Sequence[str],
+    values: set[tuple[str, str, str, str]],
     *,
-    actor: str,
-    now: datetime,
-    reason: str,
-) -> None:
-    """Write the redactions of ``reach`` inside the erasure's hot transaction (its derived
-    entries are deleted by the caller, with the entries the forget names). The cold file's
-    redactions are written by :func:`apply_cold` in the cold commit."""
-    hot = storage.hot
-    conn = hot.conn
-    stamp = to_db(now)
-    rows = []
-    for memory_id, value in reach.entries.items():
-        conn.execute(
-            "UPDATE memories SET value = ?, updated_at = ? WHERE id = ? AND user_id = ?",
-            [value, stamp, memory_id, reach.user_id],
-        )
-        after = dict(reach.images[memory_id], value=value, updated_at=stamp)
-        rows.append(
-            change_row(
-                at=stamp,
-                actor=actor,
-                action="redact",
-                reason=reason,
-                before=None,
-                after=after,
-                details={"redacted_at": stamp},
-            )
-        )
-    for memory_id, value in reach.cold_entries.items():
-        after = dict(reach.images[memory_id], value=value)
-        rows.append(
-            change_row(
-                at=stamp,
-                actor=actor,
-                action="redact",
-                reason=reason,
-                before=None,
-                after=after,
-                details={"redacted_at": stamp},
-            )
-        )
-    for change_id, columns in reach.changes.items():
-        current = list(
-            hot.query(
-                "SELECT details FROM changes WHERE id = ? AND user_id = ?",
-                [change_id, reach.user_id],
-            )
-        )
-        details = _details(dict(current[0])) if current else {}
-        details["redacted_at"] = stamp
-        sets = {**columns, "details": json.dumps(details, ensure_ascii=False, sort_keys=True)}
-        conn.execute(
-            f"UPDATE changes SET {', '.join(f'{c} = ?' for c in sets)}"
-            " WHERE id = ? AND user_id = ?",
-            [*sets.values(), change_id, reach.user_id],
-        )
-    insert_changes(hot, rows)
-    for message_id, content in reach.messages.items():
-        conn.execute(
-            "UPDATE messages SET content = ? WHERE id = ? AND user_id = ?",
-            [content, message_id, reach.user_id],
-        )
-    for summary_id in reach.unmark:
-        conn.execute(
-            "UPDATE messages SET summarized_at = NULL, summary_id = NULL"
-            " WHERE summary_id = ? AND user_id = ?",
-            [summary_id, reach.user_id],
-        )
-    for summary_id in reach.detach:
-        conn.execute(
-            "UPDATE messages SET summary_id = NULL WHERE summary_id = ? AND user_id = ?",
-            [summary_id, reach.user_id],
-        )
-    for episode_id, columns in reach.episodes.items():
-        conn.execute(
-            f"UPDATE episodes SET {', '.join(f'{c} = ?' for c in columns)}"
-            " WHERE id = ? AND user_id = ?",
-            [*columns.values(), episode_id, reach.user_id],
-        )
+    write: bool,
+) -> tuple[Reach | None, list[erased_values.ErasedValue]]:
+    """What the erasure reaches beyond ``ids`` (:mod:`memkeeper.storage.derived`), and the
+    hashes of its values. Nothing for a whole user or namespace: it takes everything.
 
-
-def apply_cold(cold: Any, reach: Reach) -> None:
-    """Write the cold entries' redactions, inside the cold file's own commit."""
-    for memory_id, value in reach.cold_entries.items():
-        cold.conn.execute(
-            "UPDATE cold_memories SET value = ? WHERE id = ? AND user_id = ?",
-            [value, memory_id, reach.user_id],
-        )
+    A value of the user's profile (the default namespace) is followed into every namespace
+    of the user (a project's session can mention where they live); a project's value, into
+    that project only (its tone is not another project's)."""
+    if user_id is None or selection.whole_user or selection.whole_namespace:
+        return None, []
+    scope = namespace or None
+    conn = storage.hot.conn
+    secret = erased_values.secret_of(conn, create=write and bool(values))
+    if secret is None:
+        secret = secrets.token_bytes(32)  # a preview before any forget: hashes not kept
+    only_in = erased_values.namespace_digest(user_id, scope) if scope is not None else None
+    hashed = []
+    for user, stored_in, key, value in sorted(values):
+        stored_under = erased_values.key_digest(user, stored_in, key)
+        found = erased_values.hashed(secret, value, stored_under, only_in)
+        if found is not None:
+            hashed.append(found)
+    matcher = erased_values.Matcher.of(secret, hashed) if hashed else None
+    by_id = selection.memory_id is not None
+    reach = plan(storage, user_id, ids, matcher, by_id=by_id, namespace=scope)
+    return reach, hashed

@@ -33,14 +33,13 @@ forget still scrubbing in another process is left to finish.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from memkeeper.clock import to_db
-from memkeeper.storage import derived, erased_values, transitions
+from memkeeper.storage import derived, erased_values, redaction, transitions
 from memkeeper.storage.base import Storage
 from memkeeper.storage.batches import delete_in
 from memkeeper.storage.changelog import change_row, insert_changes
@@ -49,7 +48,20 @@ from memkeeper.storage.transaction import immediate_transaction
 from memkeeper.storage.uses import delete_uses
 from memkeeper.storage.vectors import delete_vectors
 
-_TEXT_FIELDS = ("key", "value", "source")
+SOURCE_LABEL_CHARS = 12
+"""A source shorter than this ("api", "chat") is a label of where a value came from, found
+in nearly every row: the byte scrub does not look for it (:func:`_scrubbed`)."""
+
+
+def _scrubbed(image: Any) -> list[str | None]:
+    """The texts of an erased entry the byte scrub looks for: key, value, and its source
+    unless it is a short label."""
+    source = image.get("source")
+    return [image.get("key"), image.get("value")] + (
+        [source] if source and len(source) >= SOURCE_LABEL_CHARS else []
+    )
+
+
 # Tables of an owner's that a whole-user or whole-namespace erasure empties, with their texts.
 OWNER_TABLES = (
     ("messages", ("content",)),
@@ -109,7 +121,7 @@ def _texts_of_changes(rows: Sequence[dict[str, Any]]) -> list[str]:
         for column in ("before", "after"):
             if row[column]:
                 image = json.loads(row[column])
-                texts.extend(image.get(field) for field in _TEXT_FIELDS)
+                texts.extend(_scrubbed(image))
     return texts
 
 
@@ -182,57 +194,6 @@ class Removed:
         return any(self.counts.values())
 
 
-def _erased_values(
-    hot_rows: Sequence[dict[str, Any]], orphans: Sequence[dict[str, Any]]
-) -> set[tuple[str, str, str, str]]:
-    """(user, namespace, key, value) of every fact or preference value the erasure removes,
-    from the rows and their change-log images: what no text of the user's may carry after."""
-    images = [dict(row) for row in hot_rows]
-    for row in orphans:
-        images += [json.loads(row[c]) for c in ("before", "after") if row[c]]
-    return {
-        (str(i["user_id"]), str(i["namespace"]), str(i["key"]), str(i["value"]))
-        for i in images
-        if i.get("kind") in ("fact", "preference") and i.get("key") is not None and i.get("value")
-    }
-
-
-def _reach(
-    storage: Storage,
-    selection: Selection,
-    user_id: str | None,
-    namespace: str | None,
-    ids: Sequence[str],
-    values: set[tuple[str, str, str, str]],
-    *,
-    write: bool,
-) -> tuple[derived.Reach | None, list[erased_values.ErasedValue]]:
-    """What the erasure reaches beyond ``ids`` (:mod:`memkeeper.storage.derived`), and the
-    hashes of its values. Nothing for a whole user or namespace: it takes everything.
-
-    A value of the user's profile (the default namespace) is followed into every namespace
-    of the user (a project's session can mention where they live); a project's value, into
-    that project only (its tone is not another project's)."""
-    if user_id is None or selection.whole_user or selection.whole_namespace:
-        return None, []
-    scope = namespace or None
-    conn = storage.hot.conn
-    secret = erased_values.secret_of(conn, create=write and bool(values))
-    if secret is None:
-        secret = secrets.token_bytes(32)  # a preview before any forget: hashes not kept
-    only_in = erased_values.namespace_digest(user_id, scope) if scope is not None else None
-    hashed = []
-    for user, stored_in, key, value in sorted(values):
-        stored_under = erased_values.key_digest(user, stored_in, key)
-        found = erased_values.hashed(secret, value, stored_under, only_in)
-        if found is not None:
-            hashed.append(found)
-    matcher = erased_values.Matcher.of(secret, hashed) if hashed else None
-    by_id = selection.memory_id is not None
-    reach = derived.plan(storage, user_id, ids, matcher, by_id=by_id, namespace=scope)
-    return reach, hashed
-
-
 def remove_rows(
     storage: Storage,
     selection: Selection,
@@ -276,11 +237,13 @@ def remove_rows(
     owner = (hot_rows or cold_rows or orphans or [{}])[0]
     user_id = selection.user_id or owner.get("user_id")
     namespace = selection.namespace if not selection.memory_id else owner.get("namespace")
-    values = _erased_values(hot_rows + cold_rows, orphans)
-    reach, hashed = _reach(storage, selection, user_id, namespace, named, values, write=not dry_run)
+    values = derived.erased_values_of(hot_rows + cold_rows, orphans)
+    reach, hashed = derived.reach_of(
+        storage, selection, user_id, namespace, named, values, write=not dry_run
+    )
     more = sorted(reach.derived) if reach else []
     all_ids = sorted({*named, *more})
-    texts = [row[f] for row in hot_rows + cold_rows for f in _TEXT_FIELDS]
+    texts = [text for row in hot_rows + cold_rows for text in _scrubbed(row)]
     texts += _texts_of_changes(orphans)
     if reach is not None:
         texts += sorted(reach.taken)
@@ -298,7 +261,7 @@ def remove_rows(
         with immediate_transaction(cold):
             delete_in(cold.conn, "cold_memories", "id", [r["id"] for r in cold_rows] + more_cold)
             if reach is not None:
-                derived.apply_cold(cold, reach)
+                redaction.apply_cold(cold, reach)
         transitions.step_hook("forget-cold-committed")
     conn = hot.conn
     delete_in(conn, "memories", "id", [r["id"] for r in hot_rows] + more)
@@ -320,7 +283,7 @@ def remove_rows(
                 f"DELETE FROM {table} WHERE {owner_sql}", owner_params
             ).rowcount
     if reach is not None:
-        derived.apply(storage, reach, actor=actor, now=now, reason=_REDACT_REASON)
+        redaction.apply(storage, reach, actor=actor, now=now, reason=_REDACT_REASON)
         delete_vectors(hot, sorted(reach.entries))  # re-embedded from the redacted text
         counts.update(reach.counts())
     removed = Removed(counts, texts, all_ids, reach)
@@ -393,3 +356,23 @@ def finish_interrupted(storage: Storage) -> bool:
     from memkeeper.storage.sqlite.erasure import finish_interrupted as finish_in_files
 
     return finish_in_files(storage)
+
+
+def purge_pending_indexes(storage: Storage) -> list[str]:
+    """Rewrite the keyword indexes that still hold trigrams of erased texts (SQLite's FTS5;
+    a job run calls it first). Returns the files done; PostgreSQL has nothing pending (its
+    trigram index is of the row versions, which the erasure's VACUUM removes)."""
+    if storage.hot.dialect == "postgres":
+        return []
+    from memkeeper.storage.sqlite.erasure import purge_indexes
+
+    return purge_indexes(storage)
+
+
+def index_purge_pending_since(storage: Storage) -> str | None:
+    """Since when a keyword index holds trigrams of erased texts (None: none does)."""
+    if storage.hot.dialect == "postgres":
+        return None
+    from memkeeper.storage.sqlite.erasure import pending_index_purge
+
+    return pending_index_purge(storage)

@@ -16,6 +16,7 @@ from memkeeper.errors import NotFound
 from memkeeper.records import Change, JobRun
 from memkeeper.storage import conversation_rows, memory_reads
 from memkeeper.storage import job_runs as stored_runs
+from memkeeper.storage.forgetting import index_purge_pending_since
 from memkeeper.storage.uses import uses_of
 from memkeeper.store.core import StoreCore
 from memkeeper.store.listing import get
@@ -124,14 +125,21 @@ def status(core: StoreCore) -> dict[str, Any]:
             row["job"]: JobRun.from_row(row) for row in stored_runs.last_of_each_job(storage.hot)
         }
         database, files = storage_status(storage)
+        purge_since = index_purge_pending_since(storage)
         live = sum(sum(counts.get(state, {}).values()) for state in ("active", "pending_review"))
         search = search_state(core.config, storage.hot, live)
+    warnings = size_warnings(files, core.config.status)
+    if purge_since is not None:
+        warnings.append(
+            f"the keyword index still holds trigrams of texts erased since {purge_since}: "
+            "the next job run rewrites it (memkeeper run-once, or the service within the hour)"
+        )
     result = {
         "counts": counts,
         "messages": {"total": messages, "unsummarized": unsummarized},
         "episodes": episodes,
         "files": files,
-        "warnings": size_warnings(files, core.config.status),
+        "warnings": warnings,
         "last_runs": last_runs,
         "search": search,
     }

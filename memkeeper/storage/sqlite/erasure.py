@@ -3,9 +3,10 @@
 The rows are the same as on PostgreSQL (:func:`memkeeper.storage.forgetting.remove_rows`);
 what is SQLite's is the rest (see :mod:`memkeeper.storage.forgetting` for the steps): the
 ``pending_scrubs`` row written in the hot commit, its owner's lock file
-(:mod:`memkeeper.storage.sqlite.scrub_owners`), the purge of the FTS5 indexes' deleted
-trigrams, and the byte scrub of both files and their write-ahead logs
-(:mod:`memkeeper.storage.sqlite.scrub`). :func:`memkeeper.storage.forgetting.erase` and
+(:mod:`memkeeper.storage.sqlite.scrub_owners`), the byte scrub of both files and their
+write-ahead logs (:mod:`memkeeper.storage.sqlite.scrub`), and the purge of the FTS5
+indexes' deleted trigrams, left to the next job run (:func:`purge_indexes`).
+:func:`memkeeper.storage.forgetting.erase` and
 :func:`memkeeper.storage.forgetting.finish_interrupted` dispatch here.
 """
 
@@ -59,6 +60,12 @@ def _erase(
             marker = conn.execute(
                 "INSERT INTO pending_scrubs (at) VALUES (?) RETURNING id", [to_db(now)]
             ).fetchone()[0]
+            files = ["hot", "cold"] if storage.cold(create=False) is not None else ["hot"]
+            conn.executemany(
+                "INSERT INTO pending_index_purges (file, since) VALUES (?, ?)"
+                " ON CONFLICT (file) DO NOTHING",
+                [(file, to_db(now)) for file in files],
+            )
             # Held before the row commits, released after it is deleted: others see a
             # row whose owner is scrubbing, never one that looks abandoned.
             held[marker] = scrub_owners.hold(storage.hot_path, marker)
@@ -71,19 +78,46 @@ def _erase(
 
 
 def finish_scrub(storage: Storage, needles: set[bytes] | None, markers: Sequence[int]) -> None:
-    """Purge the keyword indexes' deleted trigrams, scrub both files (see
-    :mod:`~memkeeper.storage.sqlite.scrub`), then drop those markers."""
+    """Scrub both files (see :mod:`~memkeeper.storage.sqlite.scrub`), then drop those
+    markers. The keyword indexes' deleted trigrams are left to :func:`purge_indexes`."""
     files = [(storage.hot, storage.hot_path, storage.hot_raw)]
     cold = storage.cold(create=False)
     if cold is not None:
         files.append((cold, storage.cold_path, storage.cold_raw))
-    for (db, _path, _raw), table in zip(files, fts.TABLES, strict=False):
-        with immediate_transaction(db):
-            fts.purge_deleted(db, table)
     scrub(files, needles, timeout_s=storage.busy_timeout_ms / 1000)
     transitions.step_hook("forget-scrubbed")
     with immediate_transaction(storage.hot):
         delete_in(storage.hot.conn, "pending_scrubs", "id", markers)
+
+
+def pending_index_purge(storage: Storage) -> str | None:
+    """Since when a keyword index holds trigrams of erased texts (None: neither does)."""
+    row = storage.hot.conn.execute("SELECT min(since) FROM pending_index_purges").fetchone()
+    return row[0] if row else None
+
+
+def purge_indexes(storage: Storage) -> list[str]:
+    """Rewrite each keyword index that still holds trigrams of erased texts; the files done.
+
+    An FTS5 delete only appends a marker: the erased row's trigrams stay in older segments
+    until the index is rewritten (:func:`memkeeper.storage.sqlite.fts.purge_deleted`), which
+    reads every row of the file under the write lock (seconds at a million memories). So a
+    forget leaves it pending (``pending_index_purges``) and the next job run does it, once
+    for every forget since: agents wait for it once an hour at most, not at every forget.
+    """
+    done = []
+    with storage.lock:
+        rows = storage.hot.query("SELECT file FROM pending_index_purges ORDER BY file DESC")
+        pending = [row["file"] for row in rows]
+        for file in pending:
+            db = storage.hot if file == "hot" else storage.cold(create=False)
+            if db is not None:
+                with immediate_transaction(db):
+                    fts.purge_deleted(db, fts.TABLES[0] if file == "hot" else fts.TABLES[1])
+            with immediate_transaction(storage.hot):
+                delete_in(storage.hot.conn, "pending_index_purges", "file", [file])
+            done.append(file)
+    return done
 
 
 def finish_interrupted(storage: Storage) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from pathlib import Path
 
 from memkeeper.errors import (
     EXIT_CANT_CREATE,
@@ -86,3 +87,26 @@ def explain_sqlite(exc: BaseException) -> tuple[str, int] | None:
             EXIT_CANT_CREATE,
         )
     return f"database error: {exc}", EXIT_DATABASE
+
+
+def erased_bytes_unusable(path: Path, doing: str, exc: sqlite3.Error) -> MemkeeperError:
+    """memkeeper's error for a file that failed mid-scrub for another reason than a lock."""
+    text = str(exc).lower()
+    if "full" in text:
+        return StorageFull(
+            f"the erasure is committed, but {path} could not be {doing} to remove erased "
+            "bytes: the disk is full. Free space and run the same forget again"
+        )
+    return DatabaseError(
+        f"the erasure is committed, but {path} could not be {doing} to remove erased bytes "
+        f"({exc}); the file may be corrupt: check it (PRAGMA integrity_check), restore a "
+        "backup if it fails, then run the same forget again"
+    )
+
+
+def erased_bytes_locked(path: Path, doing: str) -> LockBusy:
+    """memkeeper's error for a file that stayed locked mid-scrub (the erasure committed)."""
+    return LockBusy(
+        f"the erasure is committed, but {path} stayed locked, so it could not be {doing} to "
+        "remove erased bytes; run the same forget again to finish (repeating it is safe)"
+    )
