@@ -30,6 +30,7 @@ from memkeeper import MemoryStore
 from memkeeper.config import Config
 from memkeeper.errors import InvalidInput
 from memkeeper.maintenance.runner import run_once
+from memkeeper.maintenance.undo import undo_run
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.usefixtures("api_key")]
 
@@ -325,3 +326,26 @@ def test_the_commands_preview_with_dry_run_and_change_nothing(scenario: MemorySt
     assert code == 0 and "erase 48 messages" in out and "?" not in out
     assert cli("forget", "alice", "nothing-here", "--dry-run")[0] == 3
     assert alice_values(store) == before
+
+
+def test_undo_of_any_earlier_run_cannot_bring_it_back(
+    scenario: MemoryStore, db_path: Path | str
+) -> None:
+    store = scenario
+    runs = [run.run_id for run in store.job_runs(limit=100)]
+    assert len(runs) >= 4  # the summaries, the merge, the settle
+    store.forget("alice", "city")
+    now = T0 + timedelta(days=40)
+    for run_id in runs:
+        undo_run(store, run_id, now=now)
+    assert residue(db_path) == {}
+    assert all(CITY.lower() not in v.lower() for v in alice_values(store))
+
+
+def test_forget_of_a_summary_leaves_no_byte_of_it(scenario: MemoryStore, db_path) -> None:
+    store = scenario
+    joined = b"format. / Chat line"  # only the quoting summaries join lines with " / "
+    assert places_holding(db_path, joined)
+    (current,) = [m for m in summaries(store) if m.state == "active"]
+    store.forget_memory(current.id)
+    assert places_holding(db_path, joined) == []
