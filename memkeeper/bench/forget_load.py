@@ -72,7 +72,14 @@ def plant_secret(path: Path, config: Config, seed: int) -> str:
 
 
 def run_forget(path: str, user: str, key: str, in_place: bool) -> dict[str, Any]:
-    """In the runner process: one ``forget`` of ``key``, timed, and what the scrub did."""
+    """In the runner process: one ``forget`` of ``key``, timed, and what the scrub did (on
+    PostgreSQL: :func:`memkeeper.bench.forget_postgres.run_forget_postgres`)."""
+    from memkeeper.paths import is_database_url
+
+    if is_database_url(path):
+        from memkeeper.bench.forget_postgres import run_forget_postgres
+
+        return run_forget_postgres(path, user, key)
     from memkeeper.bench.workers import running_clock
     from memkeeper.storage.sqlite import scrub, zeroing
     from memkeeper.store import MemoryStore

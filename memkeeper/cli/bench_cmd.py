@@ -125,7 +125,10 @@ from memkeeper.paths import is_database_url
     help="Instead: one forget of one key on a generated database (--memories, --users; "
     "default 1,000,000 over 10,000) with 4 agents beside it, zeroing in place and with the "
     "whole-file rebuild: the forget's time, the agents' latency, and any erased byte left. "
-    "With --keep DIR, the database is kept there and reused by the next run.",
+    "With --keep DIR, the database is kept there and reused by the next run. With --postgres "
+    "URL, on that scratch database instead: the erasure and its VACUUMs timed apart, and any "
+    "row left holding the erased value (with --keep DIR, the loaded schema is left there for "
+    "the next run).",
 )
 @json_option
 @pass_app
@@ -181,7 +184,10 @@ def bench(
 
     With --forget, times one forget of one key on a generated database with 4 agents
     beside it, once zeroing erased bytes in place and once rebuilding the whole file, and
-    checks that no byte of the erased value is left in any file.
+    checks that no byte of the erased value is left in any file. With --forget --postgres
+    URL, the same on the scratch PostgreSQL database: the erasure's transaction and the
+    VACUUMs after it timed apart, the agents' latency during each, and any table with a row
+    still holding the erased value.
 
     With --mcp-clients N, runs N MCP clients over HTTP instead (the server as memkeeper run
     --mcp serves it) during a full pass and then without one, and reports each tool's
@@ -197,6 +203,20 @@ def bench(
         raise click.BadParameter("must be a postgresql:// URL", param_hint="--postgres")
     if fleet_hosts is not None:
         _fleet_bench(fleet_hosts, fleet_rate, postgres_url, as_json)
+        return
+    if forget_one and postgres_url is not None:
+        from memkeeper.bench.forget_load import DEFAULT as FORGET_DEFAULT
+        from memkeeper.bench.forget_postgres import forget_postgres_table, measure_forget_postgres
+
+        found = measure_forget_postgres(
+            postgres_url,
+            memories=memories or FORGET_DEFAULT[0],
+            users=users or FORGET_DEFAULT[1],
+            seed=seed,
+            keep=keep,
+            say=_progress,
+        )
+        _report(found, forget_postgres_table, as_json)
         return
     if forget_one:
         from memkeeper.bench.forget_load import DEFAULT as FORGET_DEFAULT
