@@ -68,7 +68,13 @@ VECTORS = "vectors"
 TABLES = (*HOT_TABLES[:1], COLD_TABLE, *HOT_TABLES[1:], VECTORS)
 """Every table copied, in the order copied and reported."""
 
-_SQLITE_OWN = ("_sqlite_migrations", "sqlite_sequence", "pending_scrubs", "moves_in_flight")
+_SQLITE_OWN = (
+    "_sqlite_migrations",
+    "sqlite_sequence",
+    "pending_scrubs",
+    "pending_index_purges",
+    "moves_in_flight",
+)
 """SQLite's bookkeeping, not copied (with the FTS5 index tables, ``<table>_fts*``)."""
 _ORDER = {"uses": "memory_id, day"}
 _WITH_ROWID = frozenset({"memories", COLD_TABLE, VECTORS})
