@@ -51,8 +51,8 @@ MODES = (("rebuild", False), ("in_place", True))
 TARGET_FORGET_S = 1.0
 
 
-def plant_secret(path: Path, config: Config, seed: int) -> str:
-    """Give the victim a secret under :data:`VICTIM_KEY`, rewritten among other writes of
+def plant_secret(path: Path, config: Config, seed: int, victim: str = VICTIM) -> str:
+    """Give ``victim`` a secret under :data:`VICTIM_KEY`, rewritten among other writes of
     theirs; returns the secret (every version of the value starts with it)."""
     from memkeeper.bench.workers import running_clock
     from memkeeper.store import MemoryStore
@@ -61,11 +61,12 @@ def plant_secret(path: Path, config: Config, seed: int) -> str:
     secret = f"BENCH-SECRET-{rng.getrandbits(48):012x}"
     store = MemoryStore(path, config=config, clock=running_clock(NOW), actor="bench")
     try:
-        store.remember(VICTIM, VICTIM_KEY, f"{secret} version 0")
+        store.remember(victim, VICTIM_KEY, f"{secret} version 0")
         for index in range(CHURN):
-            store.remember(VICTIM, f"churn-{index}", "z" * rng.randint(0, 1500))
+            # (never empty: memkeeper refuses an empty value; seed 1's rows are unchanged)
+            store.remember(victim, f"churn-{index}", "z" * rng.randint(0, 1500) or "z")
             if index % 100 == 50:
-                store.remember(VICTIM, VICTIM_KEY, f"{secret} version {index}")
+                store.remember(victim, VICTIM_KEY, f"{secret} version {index}")
     finally:
         store.close()
     return secret

@@ -18,7 +18,8 @@ every row of every table of memkeeper's schema is read as text, looking for the 
 The database must be a scratch one: a memkeeper schema the bench did not load is refused.
 Without ``--keep`` the schema is dropped at the end; with ``--keep DIR`` it is left in the
 database, a note in ``DIR`` says what it holds, and the next run with the same ``DIR``,
-database and parameters reuses it (a new secret is planted each run: the last one is gone).
+database and parameters reuses it (each run plants a new secret, for another generated user
+than the last run's: :func:`victim_of`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ STAMP = "forget-base-postgres.json"
 """The note ``--keep DIR`` holds: the parameters of the schema left in the database."""
 MARK = "memkeeper bench --forget base "
 """How the schema comment of a schema this bench loaded starts (then a random token)."""
+
+
+def victim_of(run: int, users: int) -> str:
+    """The victim of the ``run``-th run on a schema: the SQLite leg's first, then another
+    generated user each run (101 users apart)."""
+    return VICTIM if run == 0 else f"u{(int(VICTIM[1:]) + 101 * run) % users:06d}"
 
 
 def _connect(url: str) -> Any:
@@ -279,23 +286,25 @@ def measure_forget_postgres(
     stamp, reused = _base(url, config, params, keep, say)
     try:
         run = int(stamp.get("runs", 0))
-        say(f"postgres: planting {VICTIM}'s secret among 300 writes of theirs")
+        victim = victim_of(run, users)
+        say(f"postgres: planting {victim}'s secret among 300 writes of theirs")
         planted = time.perf_counter()
-        # A new secret each run of a kept schema: the last run's is erased, and memkeeper
-        # refuses to store an erased value again.
-        secret = plant_secret(url, config, seed + run)  # type: ignore[arg-type]
+        # A new secret each run of a kept schema (the last one's is erased, and memkeeper
+        # refuses to store an erased value again), for another user: each run's victim
+        # starts with the generated rows only, as on SQLite's fresh copy.
+        secret = plant_secret(url, config, seed + run, victim)  # type: ignore[arg-type]
         plant_seconds = round(time.perf_counter() - planted, 1)
         if keep is not None:
             (keep / STAMP).write_text(json.dumps({**stamp, "runs": run + 1}))
         size = _schema_bytes(url)
-        say(f"postgres: 4 agents alone, then beside one forget of {VICTIM}'s {VICTIM_KEY!r}")
+        say(f"postgres: 4 agents alone, then beside one forget of {victim}'s {VICTIM_KEY!r}")
         children = Children(url, seed)  # type: ignore[arg-type]
         try:
             children.agents_run()
             time.sleep(IDLE_SECONDS)
             idle = measure.latency(children.agents_stop(), IDLE_SECONDS)
             children.agents_run()
-            forget = children.ask(("forget", url, VICTIM, VICTIM_KEY, True))
+            forget = children.ask(("forget", url, victim, VICTIM_KEY, True))
             results = children.agents_stop()
         finally:
             children.close()
@@ -331,7 +340,7 @@ def measure_forget_postgres(
             "load_average": [round(x, 2) for x in os.getloadavg()],
         },
         "server": version,
-        "parameters": {**params, "victim": VICTIM, "key": VICTIM_KEY, "agents": 4},
+        "parameters": {**params, "victim": victim, "key": VICTIM_KEY, "agents": 4, "run": run},
         "database": {
             "bytes": size,
             "reused": reused,
@@ -383,6 +392,7 @@ def forget_postgres_table(figures: dict[str, Any]) -> str:
     database = figures["database"]
     vacuums = ", ".join(f"{t} {s} s" for t, s in forget["vacuum_tables"].items())
     skipped = sorted(set(forget["vacuum_tables"]) - set(forget["vacuumed"]))
+    who = f"forget of {params['victim']}'s key"
     lines = [
         f"memkeeper bench --forget --postgres: {params['memories']:,} memories over "
         f"{params['users']:,} users (seed {params['seed']}), {database['bytes'] / 2**20:,.0f} MiB "
@@ -391,7 +401,7 @@ def forget_postgres_table(figures: dict[str, Any]) -> str:
         f"Python {machine['python']}, PostgreSQL {figures['server']}, load average "
         f"{' / '.join(map(str, machine['load_average']))}",
         "",
-        f"forget of one key          {forget['seconds']} s: the erasure {forget['erase_seconds']} s"
+        f"{who:<27}{forget['seconds']} s: the erasure {forget['erase_seconds']} s"
         f", then the VACUUMs {forget['vacuum_seconds']} s (the rest {forget['other_seconds']} s)",
         f"  VACUUM (INDEX_CLEANUP ON) {vacuums or 'none'}"
         + (f"; not vacuumed: {', '.join(skipped)}" if skipped else ""),
