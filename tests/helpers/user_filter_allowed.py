@@ -151,6 +151,20 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "SELECT * FROM changes WHERE run_id = %s ORDER BY id LIMIT %s OFFSET %s",
         "SELECT count(*) FROM changes WHERE run_id = %s",
     ),
+    # memkeeper bench --forget --postgres (bench/forget_postgres.py): after the forget, every
+    # row of every table read as text for the erased value (a scratch database; never a store's).
+    "all-bench-erasure-check": tuple(
+        f"SELECT count(*) FROM {table} AS r WHERE strpos(lower(r::text), %s) > 0"
+        for table in (
+            "memories",
+            "cold_memories",
+            "vectors",
+            "uses",
+            "messages",
+            "episodes",
+            "changes",
+        )
+    ),
     # -- rows addressed by id (the work list before distributing) --------------------------
     "id-images": (
         "SELECT * FROM memories WHERE id IN (%s)",
