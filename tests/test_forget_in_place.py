@@ -208,3 +208,24 @@ def test_a_read_only_descriptor_falls_back_to_scan_and_rebuild(
     assert watch.zeroed == []
     store.close()
     assert os.path.exists(db_path)
+
+
+def test_needles_sharing_their_first_bytes_are_each_found(tmp_path: Path) -> None:
+    """One search per distinct start: versions of a value, and an occurrence across the
+    boundary between two reads, are all found, each with its own length."""
+    from memkeeper.storage.sqlite import rawfile
+
+    first = b"SHARED-START-0123 version 1"
+    second = b"SHARED-START-0123 version 22"
+    data = bytearray(b"x" * (rawfile.CHUNK + 64))
+    data[10 : 10 + len(first)] = first
+    at = rawfile.CHUNK - 5  # across the first read's end
+    data[at : at + len(second)] = second
+    path = tmp_path / "bytes"
+    path.write_bytes(bytes(data))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        found = rawfile.find_all(fd, [first, second, b"absent-needle-here"])
+    finally:
+        os.close(fd)
+    assert found == [(10, 10 + len(first)), (at, at + len(second))]
