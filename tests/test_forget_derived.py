@@ -349,3 +349,17 @@ def test_forget_of_a_summary_leaves_no_byte_of_it(scenario: MemoryStore, db_path
     (current,) = [m for m in summaries(store) if m.state == "active"]
     store.forget_memory(current.id)
     assert places_holding(db_path, joined) == []
+
+
+def test_an_import_of_an_earlier_export_brings_nothing_back(
+    scenario: MemoryStore, db_path: Path | str, tmp_path: Path, cli
+) -> None:
+    store = scenario
+    export = tmp_path / "alice.jsonl"
+    assert cli("export", "--user", "alice", "--output", str(export))[0] == 0
+    assert CITY.encode() in export.read_bytes()
+    store.forget("alice", "city")
+    code, out, _ = cli("import", str(export), "--json")
+    assert code in (0, 65), out
+    assert all(CITY.lower() not in v.lower() for v in alice_values(store))
+    assert residue(db_path) == {}
