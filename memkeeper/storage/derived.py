@@ -2,9 +2,10 @@
 
 memkeeper derives texts from what agents store: summaries of conversations, facts extracted
 from them, notes merged by the LLM, duplicates merged into one survivor. A forget that erased
-only the entries it names would leave the erased value in all of those. :func:`plan` works out,
-for one user, everything a forget reaches (reads only, so a dry run shows it), and
-:func:`apply` writes it inside the erasure's transaction.
+only the entries it names would leave the erased value in all of those. :func:`reach_of`
+hashes the erased values and :func:`plan` works out, for one user, everything a forget
+reaches (reads only, so a dry run shows it); :mod:`memkeeper.storage.redaction` writes it
+inside the erasure's transaction.
 
 What a forget of a fact or preference (by key or by id) reaches, in every namespace of the
 user for a value of their profile (the default namespace), in its own namespace for a
@@ -301,6 +302,7 @@ def _redacted_episodes(
 def _redacted_row(
     row: Mapping[str, Any], matcher: Matcher, reach: Reach
 ) -> dict[str, str | None] | None:
+    """A change-log row's columns with the erased values' spans replaced (None: none)."""
     out: dict[str, str | None] = {}
     for column in ("before", "after"):
         if not row[column]:
@@ -347,8 +349,9 @@ def reach_of(
     *,
     write: bool,
 ) -> tuple[Reach | None, list[erased_values.ErasedValue]]:
-    """What the erasure reaches beyond ``ids`` (:mod:`memkeeper.storage.derived`), and the
-    hashes of its values. Nothing for a whole user or namespace: it takes everything.
+    """What the erasure reaches beyond ``ids`` (:func:`plan`), and the hashes of its values
+    (``write``: made with the database's secret, created if need be; a preview's are made
+    with a throwaway one). Nothing for a whole user or namespace: it takes everything.
 
     A value of the user's profile (the default namespace) is followed into every namespace
     of the user (a project's session can mention where they live); a project's value, into
