@@ -34,38 +34,25 @@ def apply(
     hot = storage.hot
     conn = hot.conn
     stamp = to_db(now)
-    rows = []
     for memory_id, value in reach.entries.items():
         # Not a confirmation: the entry keeps its times, and so its place in every rule.
         conn.execute(
             "UPDATE memories SET value = ? WHERE id = ? AND user_id = ?",
             [value, memory_id, reach.user_id],
         )
-        after = dict(reach.images[memory_id], value=value)
-        rows.append(
-            change_row(
-                at=stamp,
-                actor=actor,
-                action="redact",
-                reason=reason,
-                before=None,
-                after=after,
-                details={"redacted_at": stamp},
-            )
+    # The log says an entry was redacted and shows its new image, never the old one.
+    rows = [
+        change_row(
+            at=stamp,
+            actor=actor,
+            action="redact",
+            reason=reason,
+            before=None,
+            after=dict(reach.images[memory_id], value=value),
+            details={"redacted_at": stamp},
         )
-    for memory_id, value in reach.cold_entries.items():
-        after = dict(reach.images[memory_id], value=value)
-        rows.append(
-            change_row(
-                at=stamp,
-                actor=actor,
-                action="redact",
-                reason=reason,
-                before=None,
-                after=after,
-                details={"redacted_at": stamp},
-            )
-        )
+        for memory_id, value in [*reach.entries.items(), *reach.cold_entries.items()]
+    ]
     for change_id, columns in reach.changes.items():
         current = list(
             hot.query(
