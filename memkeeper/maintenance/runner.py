@@ -106,6 +106,12 @@ class RunReport:
 
 
 RUNNER_AUTOCHECKPOINT_PAGES = 800
+
+INDEX_PURGE_JOB = "settle"
+"""The nightly job whose run first rewrites the keyword indexes that still hold trigrams of
+erased texts (:func:`memkeeper.storage.forgetting.purge_pending_indexes`): a re-index of
+every row under the write lock (about 24 s at a million memories on two cores), done once a
+night for every forget of the day, in the maintenance window, not at each forget."""
 """WAL pages after which the runner's own commits checkpoint (agents keep SQLite's 1000)."""
 
 
@@ -238,9 +244,10 @@ def run_job(
             # PostgreSQL erases in one transaction: no byte scrub can be left half done.
             if not store.storage.one_database and finish_interrupted(store.storage):
                 bound.warning("finished an interrupted forget: both files rebuilt")
-            purged = purge_pending_indexes(store.storage)
-            if purged:
-                bound.info("rewrote the keyword index of erased texts", files=purged)
+            if name == INDEX_PURGE_JOB:
+                purged = purge_pending_indexes(store.storage)
+                if purged:
+                    bound.info("rewrote the keyword index of erased texts", files=purged)
         bound.info("job started")
         # The runner checkpoints (PASSIVE, after its own commits) before the WAL gets long,
         # so an agent's commit never has to do the checkpoint work the pass caused.

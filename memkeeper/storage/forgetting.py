@@ -360,8 +360,8 @@ def finish_interrupted(storage: Storage) -> bool:
 
 def purge_pending_indexes(storage: Storage) -> list[str]:
     """Rewrite the keyword indexes that still hold trigrams of erased texts (SQLite's FTS5;
-    a job run calls it first). Returns the files done; PostgreSQL has nothing pending (its
-    trigram index is of the row versions, which the erasure's VACUUM removes)."""
+    the nightly settle run calls it first). Returns the files done; PostgreSQL has nothing
+    pending (its trigram index is of the row versions, which the erasure's VACUUM removes)."""
     if storage.hot.dialect == "postgres":
         return []
     from memkeeper.storage.sqlite.erasure import purge_indexes

@@ -132,7 +132,7 @@ def status(core: StoreCore) -> dict[str, Any]:
     if purge_since is not None:
         warnings.append(
             f"the keyword index still holds trigrams of texts erased since {purge_since}: "
-            "the next job run rewrites it (memkeeper run-once, or the service within the hour)"
+            "the nightly settle run rewrites it (now: memkeeper run-once --job settle)"
         )
     result = {
         "counts": counts,

@@ -5,7 +5,7 @@ what is SQLite's is the rest (see :mod:`memkeeper.storage.forgetting` for the st
 ``pending_scrubs`` row written in the hot commit, its owner's lock file
 (:mod:`memkeeper.storage.sqlite.scrub_owners`), the byte scrub of both files and their
 write-ahead logs (:mod:`memkeeper.storage.sqlite.scrub`), and the purge of the FTS5
-indexes' deleted trigrams, left to the next job run (:func:`purge_indexes`).
+indexes' deleted trigrams, left to the nightly settle run (:func:`purge_indexes`).
 :func:`memkeeper.storage.forgetting.erase` and
 :func:`memkeeper.storage.forgetting.finish_interrupted` dispatch here.
 """
@@ -101,9 +101,10 @@ def purge_indexes(storage: Storage) -> list[str]:
 
     An FTS5 delete only appends a marker: the erased row's trigrams stay in older segments
     until the index is rewritten (:func:`memkeeper.storage.sqlite.fts.purge_deleted`), which
-    reads every row of the file under the write lock (seconds at a million memories). So a
-    forget leaves it pending (``pending_index_purges``) and the next job run does it, once
-    for every forget since: agents wait for it once an hour at most, not at every forget.
+    re-reads every row of the file under the write lock (about 24 s at a million memories).
+    So a forget leaves it pending (``pending_index_purges``) and the nightly settle run does
+    it (:data:`memkeeper.maintenance.runner.INDEX_PURGE_JOB`), once for every forget of the
+    day: agents wait for it once a night, in the maintenance window, not at every forget.
     """
     done = []
     with storage.lock:

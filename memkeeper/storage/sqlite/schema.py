@@ -279,7 +279,7 @@ def _hot_erased_values(db: Database) -> None:
             secret TEXT NOT NULL
         );
         -- A file whose keyword index still holds trigrams of erased texts, since when: the
-        -- next job run rewrites that index (memkeeper.storage.sqlite.erasure). No content.
+        -- nightly settle run rewrites that index (memkeeper.storage.sqlite.erasure). No content.
         CREATE TABLE pending_index_purges (
             file TEXT PRIMARY KEY CHECK (file IN ('hot', 'cold')),
             since TEXT NOT NULL
