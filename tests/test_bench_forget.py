@@ -29,8 +29,8 @@ def test_a_small_forget_bench_reports_both_ways_and_no_byte_left(capsys, tmp_pat
     assert figures["in_place"]["forget"]["rebuilt"] == []
     assert figures["in_place"]["forget"]["fallbacks"] == []
     assert [t["what"] for t in figures["targets"]] == [
-        "removing the erased bytes (the scrub), seconds",
-        "agents during the scrub: p99 / max ms, errors in the forget",
+        "the forget call, seconds",
+        "agents during the forget: p99 / max ms, errors",
         "files still holding the erased value",
     ]
     # A second run reuses the database it kept (the copies it forgot in are gone).
@@ -72,9 +72,9 @@ def test_the_postgres_leg_times_the_erasure_and_its_vacuums_and_reuses_what_it_k
         assert agents["calls"] >= 1 and agents["errors"] == 0, agents["error_samples"]
     assert figures["agents_during_vacuum"]["errors"] == 0
     assert [t["what"] for t in figures["targets"]] == [
-        "the forget call (erasure and VACUUMs), seconds",
+        "the forget call, seconds",
         "agents during the forget: p99 / max ms, errors",
-        "tables with a row holding the erased value",
+        "tables with a row still holding the erased value",
     ]
     assert not has_memkeeper_schema(url)  # without --keep, its schema is dropped
     # With --keep, the schema stays for the next run, which reuses it (a secret of its own).

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import platform
 import secrets
 import time
 from collections.abc import Callable
@@ -39,12 +37,13 @@ from memkeeper import __version__
 from memkeeper.bench import measure
 from memkeeper.bench.forget_load import (
     IDLE_SECONDS,
-    TARGET_FORGET_S,
     VICTIM,
     VICTIM_KEY,
     _latency,
     _overlapping,
+    machine,
     plant_secret,
+    verdicts,
 )
 from memkeeper.bench.generate import NOW
 from memkeeper.config import Config
@@ -333,12 +332,7 @@ def measure_forget_postgres(
     figures: dict[str, Any] = {
         "date": datetime.now(UTC).date().isoformat(),
         "memkeeper": __version__,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-        },
+        "machine": machine(),
         "server": version,
         "parameters": {**params, "victim": victim, "key": VICTIM_KEY, "agents": 4, "run": run},
         "database": {
@@ -362,28 +356,12 @@ def measure_forget_postgres(
 
 def targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
     """The forget's targets on PostgreSQL, met or not."""
-    forget, during = figures["forget"], figures["agents_during_forget"]
-    p99, worst, errors = during["p99_ms"], during["max_ms"], during["errors"]
-    return [
-        {
-            "what": "the forget call (erasure and VACUUMs), seconds",
-            "figure": forget["seconds"],
-            "target": f"<= {TARGET_FORGET_S:g}",
-            "met": forget["seconds"] <= TARGET_FORGET_S,
-        },
-        {
-            "what": "agents during the forget: p99 / max ms, errors",
-            "figure": [p99, worst, errors],
-            "target": "p99 <= 50, max <= 250, 0 errors",
-            "met": p99 is not None and p99 <= 50 and worst <= 250 and errors == 0,
-        },
-        {
-            "what": "tables with a row holding the erased value",
-            "figure": figures["secret_left_in"],
-            "target": "none",
-            "met": not figures["secret_left_in"],
-        },
-    ]
+    return verdicts(
+        figures["forget"]["seconds"],
+        figures["agents_during_forget"],
+        figures["secret_left_in"],
+        "tables with a row",
+    )
 
 
 def forget_postgres_table(figures: dict[str, Any]) -> str:
