@@ -38,6 +38,19 @@ def begin_immediate(db: Database) -> None:
     full_ms = getattr(conn, "memkeeper_busy_ms", None)
     if full_ms is None:
         full_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    try:
+        poll_begin_immediate(conn, full_ms)
+    except sqlite3.OperationalError as exc:
+        error = translate_error(exc, db)
+        if error is None:
+            raise
+        raise error from None
+
+
+def poll_begin_immediate(conn: sqlite3.Connection, full_ms: int) -> None:
+    """``BEGIN IMMEDIATE`` on a plain connection, polled as :func:`begin_immediate` does (for
+    :data:`BEGIN_ATTEMPTS` busy timeouts of ``full_ms``): :class:`LockBusy` when the waits
+    run out; any other SQLite failure as it came."""
     deadline = time.monotonic() + BEGIN_ATTEMPTS * full_ms / 1000
     conn.execute(f"PRAGMA busy_timeout = {_POLL_BUSY_MS}")
     try:
@@ -47,10 +60,7 @@ def begin_immediate(db: Database) -> None:
                 return
             except sqlite3.OperationalError as exc:
                 if not is_locked_error(exc):
-                    error = translate_error(exc, db)
-                    if error is None:
-                        raise
-                    raise error from None
+                    raise
                 if time.monotonic() >= deadline:
                     raise LockBusy(
                         "the memory database stayed locked by other writers beyond "

@@ -54,6 +54,7 @@ from memkeeper.storage.sqlite.errors import (
 )
 from memkeeper.storage.sqlite.pages import FileView, Layout, within
 from memkeeper.storage.sqlite.rawfile import RawFile, find_all, minimal
+from memkeeper.storage.sqlite.writing import poll_begin_immediate
 
 log = logs.get_logger(__name__)
 
@@ -122,11 +123,14 @@ def _helpers(raw: RawFile, path: Path, timeout_s: float) -> tuple[sqlite3.Connec
 
 
 def _begin_write(writer: sqlite3.Connection, path: Path) -> None:
+    """The write lock, queued for as memkeeper's own writers queue (polled with jitter, not
+    SQLite's growing sleeps, which let a busy file's other writers starve this one)."""
+    full_ms = int(writer.execute("PRAGMA busy_timeout").fetchone()[0])
     try:
-        writer.execute("BEGIN IMMEDIATE")
+        poll_begin_immediate(writer, full_ms)
+    except LockBusy:
+        raise erased_bytes_locked(path, "scrubbed") from None
     except sqlite3.OperationalError as exc:
-        if is_locked_error(exc):
-            raise erased_bytes_locked(path, "scrubbed") from None
         raise erased_bytes_unusable(path, "scrubbed", exc) from None
 
 
@@ -264,10 +268,18 @@ def _zero(
         _begin_write(writer, path)
         changed = _wal_pages(path, view.page_size)  # every commit since the freeze
         reader.execute("COMMIT")
+        deadline = time.monotonic() + timeout_s
         while not _backfilled(reader):
             if time.monotonic() >= deadline:
                 raise erased_bytes_locked(path, "scrubbed")
+            # What keeps the WAL from being folded in is an older snapshot: maybe another
+            # process's scrub, frozen for its scan, which then needs this write lock to end
+            # it. Let go for a moment; the pages written meanwhile join the check (and a page
+            # zeroed here that an old image overwrote is found by the final verification).
+            writer.execute("ROLLBACK")
             time.sleep(0.005)
+            _begin_write(writer, path)
+            changed |= _wal_pages(path, view.page_size)
         view = FileView.read(raw.fd)
         assert view is not None
         again, reason = _plan(view, needles, changed)
