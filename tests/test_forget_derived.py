@@ -363,3 +363,30 @@ def test_an_import_of_an_earlier_export_brings_nothing_back(
     assert code in (0, 65), out
     assert all(CITY.lower() not in v.lower() for v in alice_values(store))
     assert residue(db_path) == {}
+
+
+def test_a_rebuilt_summary_folds_in_the_earlier_one_that_never_held_the_value(
+    store_plain: MemoryStore, db_path: Path | str
+) -> None:
+    """The city is said only after the first summary: that one stays, becomes current again,
+    and the rebuild folds it in with what remains of the later messages."""
+    store = store_plain
+    store.remember("alice", "city", CITY)
+    add_session(store, "s2", 24, user_id="alice", start=T0, text=lambda i: f"Early line {i}.")
+    summarize(store, T0 + timedelta(hours=1))
+    later = T0 + timedelta(hours=2)
+    add_session(store, "s2", 24, user_id="alice", start=later, text=line)
+    summarize(store, T0 + timedelta(hours=3))
+    first, current = sorted(summaries(store), key=lambda m: m.created_at)
+    assert first.state == "superseded" and CITY not in first.value and CITY in current.value
+    preview = store.forget("alice", "city", dry_run=True)
+    assert preview["counts"]["summaries_current_again"] == 1
+    store.forget("alice", "city")
+    assert store.get(first.id).state == "active"
+    assert "current again" in store.explain(first.id)
+    summarize(store, T0 + timedelta(hours=5))
+    rebuilt = [m for m in summaries(store) if m.state == "active"]
+    assert len(rebuilt) == 1 and rebuilt[0].id != first.id
+    assert "Early line 0" in rebuilt[0].value and "Chat line 0" in rebuilt[0].value
+    assert CITY.lower() not in rebuilt[0].value.lower()
+    assert residue(db_path) == {}

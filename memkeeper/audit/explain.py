@@ -34,6 +34,7 @@ ACTION_VERBS = {
     "undo": "undone",
     "forget": "erased",
     "redact": "redacted",
+    "revive": "current again",
     "summarize": "summarized",
     "session_failed": "not summarized",
     "park": "parked",

@@ -7,37 +7,25 @@ hashes the erased values and :func:`plan` works out, for one user, everything a 
 reaches (reads only, so a dry run shows it); :mod:`memkeeper.storage.redaction` writes it
 inside the erasure's transaction.
 
-What a forget of a fact or preference (by key or by id) reaches, in every namespace of the
-user for a value of their profile (the default namespace), in its own namespace for a
-project's:
+What a forget of a fact or preference reaches (in every namespace of the user for a value of
+their profile, in its own namespace for a project's; ``docs/concepts/forget.md`` has the
+table, with why):
 
-* **carriers**: every text of the user's that carries an erased value
-  (:mod:`memkeeper.storage.erased_values`: the same words, in any case or Unicode form);
-* **messages**: the spans that carry it are replaced by ``[erased]``; a message an erased
-  fact was extracted from, and that does not carry the value word for word (the model
-  paraphrased it), is replaced whole;
-* **derived entries are erased**, with their history, rather than edited: a summary that
-  covered a carrier message (or folded in a summary that did), an entry extracted from a
-  carrier message, a derived entry that carries the value, a note the LLM merged from an
-  erased note, and every member of a group of duplicates one of which is erased (a paraphrase
-  is as much residue as a quote);
-* **summaries are rebuilt**: the messages an erased summary covered become unsummarized
-  again, so the next summarize run writes a new summary of what remains (under the same
-  quality gate); messages already deleted by retention cannot be summarized again, and what
-  only the erased summary held of them is lost;
-* **notes** an agent wrote that carry the value keep their other words: the spans are
-  replaced, with a ``redact`` row in the change log; another fact or preference that holds
-  the value (the same fact under another key), or whose key carries it, is erased;
-* **the change log**: images of kept entries that carry the value are redacted in place and
-  the row says when (``details.redacted_at``), so ``explain`` says "redacted by a forget on
-  DATE" and an undo can only restore the redacted text;
-* **episodes** have the spans replaced.
+* messages carrying an erased value (:mod:`memkeeper.storage.erased_values`: the same words,
+  in any case or Unicode form) get ``[erased]`` in its place; one an erased fact was
+  extracted from in other words is replaced whole;
+* derived entries are erased with their history: a summary that covered a carrier message,
+  an entry extracted from one, a derived entry carrying the value, another fact holding it,
+  a note merged from an erased note, every member of a group of duplicates with an erased
+  member;
+* an erased summary's messages are unsummarized again and the latest earlier summary of the
+  session is current again: the next summarize run rebuilds from what remains;
+* notes an agent wrote, change-log images (``details.redacted_at``) and episodes that carry
+  the value are redacted in place.
 
-A forget of one note or entry by id reaches what was derived from it, and the earlier
-summaries folded into it (a summary's own session); the facts it was derived from stay, and
-so do its messages, which stay summarized (so the summary is not written again).
-A forget of a namespace or of a user erases everything in its scope and has nothing more to
-reach.
+A forget of one entry by id reaches what was derived from it and the earlier texts folded
+into it; its facts and messages stay (the messages summarized, so it is not written again).
+A forget of a namespace or a user takes everything in its scope: nothing more to reach.
 """
 
 from __future__ import annotations
@@ -69,6 +57,7 @@ class Reach:
     cold_entries: dict[str, str] = field(default_factory=dict)  # cold id -> value, redacted
     messages: dict[int, str] = field(default_factory=dict)  # id -> content, redacted
     unmark: set[str] = field(default_factory=set)  # summaries whose messages are redone
+    revive: set[str] = field(default_factory=set)  # earlier summaries current again
     detach: set[str] = field(default_factory=set)  # summaries whose messages stay done
     changes: dict[int, dict[str, str | None]] = field(default_factory=dict)
     episodes: dict[int, dict[str, str]] = field(default_factory=dict)
@@ -82,6 +71,7 @@ class Reach:
             "entries_redacted": len(self.entries) + len(self.cold_entries),
             "messages_redacted": len(self.messages),
             "summaries_to_rebuild": len(self.unmark),
+            "summaries_current_again": len(self.revive),
             "change_rows_redacted": len(self.changes),
             "episodes_redacted": len(self.episodes),
         }
@@ -246,6 +236,7 @@ def plan(
     # one erased for carrying a value has them summarized again, without it.
     reach.detach = summaries & chosen if by_id else set()
     reach.unmark = summaries - reach.detach
+    reach.revive = _earlier_summaries(entries, erased, reach.unmark, cold_ids | log_only)
     # The change log: images of kept entries that carry an erased value.
     for row in changes:
         if row["memory_id"] in erased or matcher is None:
@@ -256,6 +247,37 @@ def plan(
     if matcher is not None:
         _redacted_episodes(hot, owner, params, matcher, reach)
     return reach
+
+
+def _earlier_summaries(
+    entries: Mapping[str, Mapping[str, Any]],
+    erased: set[str],
+    rebuilt: set[str],
+    elsewhere: set[str],
+) -> set[str]:
+    """For each session whose current summary is erased and rebuilt: the latest summary of it
+    that survives (superseded, in the hot file), made current again, so that the rebuild
+    folds it in rather than starting from the unmarked messages alone."""
+    sessions = {
+        (entries[i]["namespace"], found[0])
+        for i in rebuilt
+        if entries[i]["state"] == "active" and (found := _summary_range(entries[i]))
+    }
+    revived = set()
+    for namespace, session in sessions:
+        earlier = [
+            (found[2], memory_id)
+            for memory_id, image in entries.items()
+            if memory_id not in erased
+            and memory_id not in elsewhere
+            and image["state"] == "superseded"
+            and image["namespace"] == namespace
+            and (found := _summary_range(image))
+            and found[0] == session
+        ]
+        if earlier:
+            revived.add(max(earlier)[1])
+    return revived
 
 
 def _provenance(

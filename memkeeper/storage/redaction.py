@@ -34,11 +34,31 @@ def apply(
     hot = storage.hot
     conn = hot.conn
     stamp = to_db(now)
+    revived: list[dict[str, Any]] = []
     for memory_id, value in reach.entries.items():
         # Not a confirmation: the entry keeps its times, and so its place in every rule.
         conn.execute(
             "UPDATE memories SET value = ? WHERE id = ? AND user_id = ?",
             [value, memory_id, reach.user_id],
+        )
+    for memory_id in sorted(reach.revive):
+        # An earlier summary of a session whose current one was erased: current again.
+        before = reach.images[memory_id]
+        after = dict(before, state="active", state_since=stamp)
+        conn.execute(
+            "UPDATE memories SET state = 'active', state_since = ?"
+            " WHERE id = ? AND user_id = ? AND state = 'superseded'",
+            [stamp, memory_id, reach.user_id],
+        )
+        revived.append(
+            change_row(
+                at=stamp,
+                actor=actor,
+                action="revive",
+                reason="current again: the later summary that had folded it in was erased",
+                before=before,
+                after=after,
+            )
         )
     # The log says an entry was redacted and shows its new image, never the old one.
     rows = [
@@ -52,7 +72,7 @@ def apply(
             details={"redacted_at": stamp},
         )
         for memory_id, value in [*reach.entries.items(), *reach.cold_entries.items()]
-    ]
+    ] + revived
     for change_id, columns in reach.changes.items():
         current = list(
             hot.query(
