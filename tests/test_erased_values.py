@@ -9,6 +9,7 @@ are too common to look for, what redaction leaves, and that no plaintext is kept
 
 from __future__ import annotations
 
+import random
 import secrets
 
 import pytest
@@ -96,3 +97,35 @@ def test_a_row_holds_no_plaintext_and_another_secret_matches_nothing() -> None:
 def test_the_meaningless_list_and_weights_are_documented() -> None:
     doc = erased_values.__doc__ or ""
     assert "fewer than five letters or digits" in doc and erased_values.MIN_WEIGHT == 5
+
+
+def test_passing_over_texts_by_the_first_words_never_changes_what_is_found() -> None:
+    """The shortcut of a forget (texts without any value's first word are passed over) finds
+    exactly what the words alone find, in any case, width, script or decomposition."""
+    values = ["Beijing", "New York City", "北京", "Café Noir", "Zürich"]
+    rows = [row for value in values if (row := hashed(SECRET, value, "k")) is not None]
+    plain = Matcher.of(SECRET, rows)
+    quick = Matcher.of(SECRET, rows, plain=values)
+    assert quick.first_words and not plain.first_words
+    pieces = [
+        "Beijing",
+        "BEIJING",
+        "Ｂｅｉｊｉｎｇ",
+        "beijinger",
+        "new york city",
+        "NEW  york, city",
+        "我住在北京",
+        "南京",
+        "Cafe\u0301 noir",
+        "café NOIR",
+        "Zu\u0308rich",
+        "zürich",
+        "tea",
+        "report",
+        "!",
+        " ",
+    ]
+    rnd = random.Random(7)
+    for _ in range(2000):
+        text = " ".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 6)))
+        assert quick.spans(text) == plain.spans(text), text

@@ -392,7 +392,8 @@ def reach_of(
         found = erased_values.hashed(secret, value, stored_under, only_in)
         if found is not None:
             hashed.append(found)
-    matcher = erased_values.Matcher.of(secret, hashed) if hashed else None
+    plain = [value for *_, value in values]
+    matcher = erased_values.Matcher.of(secret, hashed, plain=plain) if hashed else None
     by_id = selection.memory_id is not None
     reach = plan(storage, user_id, ids, matcher, by_id=by_id, namespace=scope)
     return reach, hashed

@@ -130,24 +130,48 @@ class ErasedValue:
 
 @dataclass
 class Matcher:
-    """Finds erased values in texts, from their hashes alone."""
+    """Finds erased values in texts, from their hashes alone.
+
+    ``first_words``: when the values themselves are at hand (a forget, in its own
+    transaction), their first words, normalized: a text none of them is in, normalized whole
+    (about 700 times cheaper than cutting it into words and hashing each run), carries none
+    of the values, and is passed over. A user's 10,000 messages take milliseconds instead
+    of seconds under the write lock.
+    """
 
     secret: bytes
     by_length: dict[int, set[str]] = field(default_factory=dict)
+    first_words: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, secret: bytes, values: Iterable[ErasedValue]) -> Matcher:
+    def of(
+        cls, secret: bytes, values: Iterable[ErasedValue], *, plain: Iterable[str] = ()
+    ) -> Matcher:
+        """A matcher of ``values``; ``plain``: the same values' texts, when known."""
         matcher = cls(secret)
         for value in values:
             matcher.by_length.setdefault(value.length, set()).add(value.digest)
+        firsts = {found[0].norm for text in plain if (found := words(text))}
+        matcher.first_words = frozenset(firsts)
         return matcher
 
     def __bool__(self) -> bool:
         return bool(self.by_length)
 
+    def _may_carry(self, text: str) -> bool:
+        """False only when ``text`` surely carries none of the values (see the class doc).
+        A combining mark may compose with the end of a word once the text is normalized
+        whole, which cutting into words would not do: such texts are always looked at."""
+        if not self.first_words:
+            return True
+        if not text.isascii() and any(unicodedata.category(c)[0] == "M" for c in text):
+            return True
+        folded = unicodedata.normalize("NFKC", text).casefold()
+        return any(first in folded for first in self.first_words)
+
     def spans(self, text: str | None) -> list[tuple[int, int]]:
         """The places in ``text`` that carry an erased value, merged, in order."""
-        if not text or not self.by_length:
+        if not text or not self.by_length or not self._may_carry(text):
             return []
         found = words(text)
         norms = [w.norm for w in found]
