@@ -76,6 +76,23 @@ class ImportReport:
         )
 
 
+class _Blocked:
+    """The values each owner had erased (:mod:`memkeeper.storage.erased_values`), read once
+    per owner in a batch's transaction rather than once per line."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.matchers: dict[tuple[str, str], erased_values.Matcher | None] = {}
+
+    def carries(self, user_id: str, namespace: str, *texts: str | None) -> bool:
+        owner = (user_id, namespace)
+        if owner not in self.matchers:
+            conn = self.store.storage.hot.conn
+            self.matchers[owner] = erased_values.matcher_for(conn, user_id, namespace)
+        found = self.matchers[owner]
+        return found is not None and any(found.carries(text) for text in texts)
+
+
 def _forgotten(
     store: MemoryStore,
     user_id: str,
@@ -83,16 +100,11 @@ def _forgotten(
     key: str | None,
     memory_id: str | None,
     written_at: datetime | None,
-    value: str | None = None,
 ) -> bool:
     """Whether the user erased this entry (its id), or its key or themselves after it was
-    written (``written_at`` None: unknown, so before), or its key or value carries a value
-    the user erased (:mod:`memkeeper.storage.erased_values`)."""
+    written (``written_at`` None: unknown, so before)."""
     hot = store.storage.hot
     if memory_id is not None and erased_at(hot, "memory", (memory_id,)) is not None:
-        return True
-    blocked = erased_values.matcher_for(hot.conn, user_id, namespace)
-    if blocked is not None and (blocked.carries(value) or blocked.carries(key)):
         return True
     scopes: list[tuple[str, tuple[str, ...]]] = [("user", (user_id,))]
     if key is not None:
@@ -149,6 +161,7 @@ def import_agent_json(
         done += len(batch)
         with write_transaction(store.storage):
             now = store.now()
+            blocked = _Blocked(store)
             for line in batch:
                 entry = line
                 current = None  # the fact's current entry, looked up once
@@ -159,10 +172,7 @@ def import_agent_json(
                 if _present(store, user_id, namespace, entry, current):
                     report.unchanged += 1
                     continue
-                blocked = erased_values.matcher_for(store.storage.hot.conn, user_id, namespace)
-                if blocked is not None and (
-                    blocked.carries(entry.value) or blocked.carries(entry.key)
-                ):
+                if blocked.carries(user_id, namespace, entry.value, entry.key):
                     report.forgotten += 1  # carries a value the user erased
                     continue
                 if _forgotten(store, user_id, namespace, entry.key, None, entry.created_at):
@@ -251,10 +261,11 @@ def import_jsonl(
         advance(len(batch))
         with write_transaction(store.storage):
             now = store.now()
+            blocked = _Blocked(store)
             existing = store.storage.current_images([image["id"] for _, image in batch])
             for number, image in batch:
                 reason = f"imported from {path.name} line {number}"
-                if _erased_line(store, image):
+                if _erased_line(store, image, blocked):
                     report.forgotten += 1
                     continue
                 if image["id"] in existing:
@@ -297,9 +308,10 @@ def import_jsonl(
     for batch in batched(cold_lines, store.config.database.batch_size):
         advance(len(batch))
         existing = store.storage.current_images([image["id"] for _, image in batch])
+        blocked = _Blocked(store)
         transitions = []
         for number, image in batch:
-            if _erased_line(store, image):
+            if _erased_line(store, image, blocked):
                 report.forgotten += 1
                 continue
             if image["id"] in existing:
@@ -321,15 +333,10 @@ def import_jsonl(
     return report
 
 
-def _erased_line(store: MemoryStore, image: Image) -> bool:
-    return _forgotten(
-        store,
-        image["user_id"],
-        image["namespace"],
-        image["key"],
-        image["id"],
-        from_db(image["updated_at"]),
-        image["value"],
+def _erased_line(store: MemoryStore, image: Image, blocked: _Blocked) -> bool:
+    owner = (image["user_id"], image["namespace"])
+    return blocked.carries(*owner, image["value"], image["key"]) or _forgotten(
+        store, *owner, image["key"], image["id"], from_db(image["updated_at"])
     )
 
 
