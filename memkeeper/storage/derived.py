@@ -59,6 +59,7 @@ class Reach:
     unmark: set[str] = field(default_factory=set)  # summaries whose messages are redone
     revive: set[str] = field(default_factory=set)  # earlier summaries current again
     detach: set[str] = field(default_factory=set)  # summaries whose messages stay done
+    # change id -> its redacted columns, and ``details`` as read (the write adds the time)
     changes: dict[int, dict[str, str | None]] = field(default_factory=dict)
     episodes: dict[int, dict[str, str]] = field(default_factory=dict)
     taken: set[str] = field(default_factory=set)  # the erased spans' own texts (the scrub's)
@@ -243,7 +244,7 @@ def plan(
             continue
         redone = _redacted_row(row, matcher, reach)
         if redone is not None:
-            reach.changes[row["id"]] = redone
+            reach.changes[row["id"]] = {**redone, "details": row["details"]}
     if matcher is not None:
         _redacted_episodes(hot, owner, params, matcher, reach)
     return reach

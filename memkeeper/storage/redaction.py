@@ -74,14 +74,7 @@ def apply(
         for memory_id, value in [*reach.entries.items(), *reach.cold_entries.items()]
     ] + revived
     for change_id, columns in reach.changes.items():
-        current = list(
-            hot.query(
-                "SELECT details FROM changes WHERE id = ? AND user_id = ?",
-                [change_id, reach.user_id],
-            )
-        )
-        details = json.loads(current[0]["details"] or "{}") if current else {}
-        details["redacted_at"] = stamp
+        details = {**json.loads(columns["details"] or "{}"), "redacted_at": stamp}
         sets = {**columns, "details": json.dumps(details, ensure_ascii=False, sort_keys=True)}
         conn.execute(
             f"UPDATE changes SET {', '.join(f'{c} = ?' for c in sets)}"
