@@ -177,21 +177,25 @@ def test_a_2026_request_without_its_version_header_is_told_so(
     )
 
 
-def test_the_handshake_still_needs_no_header(
-    served: tuple[str, MemoryStore, io.StringIO],
-) -> None:
-    url, _store, _log = served
-    initialize = {
+def _initialize(version: str) -> dict[str, object]:
+    """A raw ``initialize`` request asking for protocol ``version``."""
+    return {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
         "params": {
-            "protocolVersion": OLD,
+            "protocolVersion": version,
             "capabilities": {},
             "clientInfo": {"name": "raw", "version": "1"},
         },
     }
-    response = _post(url, initialize)
+
+
+def test_the_handshake_still_needs_no_header(
+    served: tuple[str, MemoryStore, io.StringIO],
+) -> None:
+    url, _store, _log = served
+    response = _post(url, _initialize(OLD))
     assert response.status_code == 200 and response.headers.get("mcp-session-id")
 
 
@@ -205,17 +209,7 @@ def test_every_handshake_version_is_accepted_as_asked(
     served: tuple[str, MemoryStore, io.StringIO], version: str
 ) -> None:
     url, _store, _log = served
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": version,
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"},
-        },
-    }
-    response = _post(url, initialize)
+    response = _post(url, _initialize(version))
     text = response.text
     payload = text[text.index("{") :] if not text.startswith("{") else text
     answer = json.loads(payload.splitlines()[0])
