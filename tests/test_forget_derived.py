@@ -21,6 +21,7 @@ import pytest
 from fake_embeddings import DIMS
 from fake_llm import FakeLLM, add_session
 from helpers.erasure import places_holding
+from helpers.logs import capture_logs
 from quoting_llm import quoting
 from test_mcp_tools import calls, data
 from test_merge import index_all
@@ -390,3 +391,43 @@ def test_a_rebuilt_summary_folds_in_the_earlier_one_that_never_held_the_value(
     assert "Early line 0" in rebuilt[0].value and "Chat line 0" in rebuilt[0].value
     assert CITY.lower() not in rebuilt[0].value.lower()
     assert residue(db_path) == {}
+
+
+def test_a_cold_note_and_an_episode_are_redacted_and_no_log_line_holds_the_value(
+    store_plain: MemoryStore, db_path: Path | str
+) -> None:
+    store = store_plain
+    store.remember("alice", "city", CITY)
+    note = store.add_note("alice", f"Old plan: a week in {CITY} in spring.")
+    store.record_episode("alice", "plan a trip", input_summary=f"trip to {CITY}")
+    jobs = store.config.jobs
+    expired = datetime.now(UTC) + timedelta(days=jobs.expire.ttl_days.note + 1)
+    run_once(store, ["expire"], now=expired)
+    run_once(store, ["expire"], now=expired + timedelta(days=jobs.expire.review_grace_days + 1))
+    assert store.get(note.id).state == "cold"
+    with capture_logs() as lines:
+        store.forget("alice", "city")
+    assert CITY.lower() not in repr(lines).lower()
+    assert store.get(note.id).value == "Old plan: a week in [erased] in spring."
+    (episode,) = store.episodes("alice")
+    assert episode.input_summary == "trip to [erased]"
+    assert residue(db_path) == {}
+
+
+def test_an_agents_memory_file_brings_no_erased_value_back(
+    store_plain: MemoryStore, tmp_path: Path, cli
+) -> None:
+    store = store_plain
+    store.remember("alice", "city", CITY)
+    store.forget("alice", "city")
+    agent_file = tmp_path / "agent_memory.json"
+    agent_file.write_text(
+        json.dumps(
+            {
+                "facts": {"hometown": CITY, "drink": "green tea"},
+                "notes": [{"time": "2026-07-01 10:00", "note": f"Flew to {CITY}"}],
+            }
+        )
+    )
+    cli("import", str(agent_file), "--user", "alice", "--json")
+    assert [m.value for m in store.list_memories("alice")] == ["green tea"]
