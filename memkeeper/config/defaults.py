@@ -50,7 +50,7 @@ DEFAULTS: dict[str, Any] = {
         "weight_similarity": 1.0,
         "weight_vector_reorder": 0.2,
         "weight_vector_added": 0.9,
-        "weak_keyword_relevance": 0.3,
+        "weak_keyword_relevance": 0.15,
         "sure_z_low": 2.0,
         "sure_z_high": 8.0,
         "weight_keyword": 1.0,

@@ -60,12 +60,13 @@ class SearchSection(Section):
         "hit joins or passes weak keyword matches, not strong ones.",
     )
     weak_keyword_relevance: float = Field(
-        0.3,
+        0.15,
         ge=0,
         le=1,
         description="With fusion = anchored: a keyword list whose best relevance (coverage x "
         "BM25 share) is under this counts as this when vector hits are added, so a sure vector "
-        "hit passes matches that share only a common word with the query.",
+        "hit passes matches that share only a common word with the query; at or above it, the "
+        "list's best match stays first.",
     )
     sure_z_low: float = Field(
         2.0,
