@@ -341,21 +341,26 @@ def test_anchored_a_weak_keyword_list_lets_a_standing_out_entry_pass() -> None:
     assert "city" not in strong  # a strong keyword list: only admitted entries join
 
 
-def test_anchored_a_strong_keyword_lists_best_match_stays_first() -> None:
-    """A second keyword match close behind the first, which the vector list is sure of and
-    the first it does not hold: added and lifted, it would pass the first; it stays second,
-    the first raised to stay ahead by more than the prior can move (its 1 %). Unless a
-    vector raised another entry, the keyword relevances are left as they are."""
+def test_anchored_a_strong_keyword_lists_best_match_stays_first_unless_the_vectors_are_sure() -> (
+    None
+):
+    """A second keyword match close behind the first, which the vector list favours and the
+    first it does not: added and lifted, it would pass the first. With the list less than
+    half sure it stays second, the first raised to stay ahead by more than the prior can
+    move (its 1 %); sure, or under a weak keyword list, it passes. Unless a vector raised
+    another entry, the keyword relevances are left as they are."""
     settings = embed_config("http://127.0.0.1:9").search
     keyword = [("first", 10.0, 0.0, 0.0), ("close", 9.5, 0.0, 0.0), ("far", 2.0, 0.0, 0.0)]
     share = {"close": 1.0, "first": 0.0, "far": 0.0}
-    fused = fusion.anchored(settings, keyword, [("close", 0.6)], share, 0.8, 1.0)
-    assert fused["close"] > 0.8 * 0.95  # the vectors raised it above the first's 0.8 ...
+    unsure = fusion.PASS_FIRST_SURE - 0.1
+    fused = fusion.anchored(settings, keyword, [("close", 0.6)], share, 0.8, unsure)
+    assert fused["close"] > 0.8  # the vectors raised it above the first's 0.8 ...
     assert fused["first"] >= fused["close"] * (1 + settings.prior_weight)  # ... it stays ahead
     assert fused["far"] == pytest.approx(0.8 * 0.2)
-    untouched = fusion.anchored(settings, keyword, [], {"first": 1.0}, 0.8, 1.0)
+    untouched = fusion.anchored(settings, keyword, [], {"first": 1.0}, 0.8, unsure)
     assert untouched["close"] == pytest.approx(0.8 * 0.95)  # nothing raised: keyword-only's
-    assert untouched["first"] == pytest.approx(0.8 * (1 + settings.weight_vector_reorder))
-    # A weak list (best relevance under weak_keyword_relevance): the vectors may pass it.
-    weak = fusion.anchored(settings, keyword, [("close", 0.6)], share, 0.1, 1.0)
+    assert untouched["first"] == pytest.approx(0.8 * (1 + settings.weight_vector_reorder * unsure))
+    sure = fusion.anchored(settings, keyword, [("close", 0.6)], share, 0.8, fusion.PASS_FIRST_SURE)
+    assert sure["close"] > sure["first"]
+    weak = fusion.anchored(settings, keyword, [("close", 0.6)], share, 0.1, unsure)
     assert weak["close"] > weak["first"]
