@@ -177,9 +177,15 @@ def build(path: Path, config: Config, conversation: Conversation) -> dict[str, l
 
 
 def ask(
-    path: Path, config: Config, conversation: Conversation, refs: dict[str, list[str]]
+    path: Path,
+    config: Config,
+    conversation: Conversation,
+    refs: dict[str, list[str]],
+    timings: dict[str, list[float]] | None = None,
 ) -> list[list[str]]:
-    """Each question's first 10 hits (dia_ids), asked on a copy of ``path``."""
+    """Each question's first 10 hits (dia_ids), asked on a copy of ``path``; each search's
+    query embedding and search ms (the embedding excluded) appended to ``timings``'
+    ``embed_ms`` and ``search_ms`` when given."""
     copy = path.with_name(path.stem + "-ask.db")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
@@ -191,6 +197,9 @@ def ask(
     with MemoryStore(copy, config=config, clock=fixed(conversation.turns[-1].when)) as store:
         for q in conversation.questions:
             hits = store.search(conversation.name, q.question, limit=max(KS))
+            if timings is not None:
+                timings.setdefault("embed_ms", []).append(hits.embed_ms)
+                timings.setdefault("search_ms", []).append(hits.search_ms)
             out.append([d for h in hits for d in refs.get(h.memory.id, [])][: max(KS)])
     return out
 
@@ -230,6 +239,7 @@ def run_locomo(
     runs = list(models) or [("configured", config)]
     pooled: dict[str, dict[str, list[list[float]]]] = {}
     per_conversation: dict[str, dict[str, Any]] = {}
+    timings: dict[str, dict[str, list[float]]] = {}
 
     def add(system: str, conversation: Conversation, lists: list[list[str]]) -> None:
         found = recall(conversation, lists)
@@ -246,7 +256,13 @@ def run_locomo(
             add(
                 "memkeeper keyword",
                 conversation,
-                ask(base, keyword_only(config), conversation, refs),
+                ask(
+                    base,
+                    keyword_only(config),
+                    conversation,
+                    refs,
+                    timings.setdefault("memkeeper keyword", {}),
+                ),
             )
             add(
                 "bm25",
@@ -260,10 +276,11 @@ def run_locomo(
                 if not semantic.can_embed(model_config):
                     say(f"{label}: no embedder ({semantic.missing(model_config)}); skipped")
                     continue
+                system = f"memkeeper hybrid {label}"
                 add(
-                    f"memkeeper hybrid {label}",
+                    system,
                     conversation,
-                    ask(db, model_config, conversation, refs),
+                    ask(db, model_config, conversation, refs, timings.setdefault(system, {})),
                 )
                 for name, lists in baselines(db, model_config, conversation, refs).items():
                     if name != "bm25":
@@ -275,7 +292,19 @@ def run_locomo(
         "evidence_dropped": sum(c.dropped for c in conversations),
         "systems": {system: summarize(found) for system, found in pooled.items()},
         "per_conversation": per_conversation,
+        "latency_ms": {system: _latency(found) for system, found in timings.items()},
     }
+
+
+def _latency(timings: dict[str, list[float]]) -> dict[str, float]:
+    """p50 and p90 of each timing (ms) over every question asked."""
+    out: dict[str, float] = {}
+    for name, values in timings.items():
+        ordered = sorted(values)
+        for p in (50, 90):
+            at = min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))
+            out[f"{name.removesuffix('_ms')}_p{p}_ms"] = round(ordered[at], 2) if ordered else 0.0
+    return out
 
 
 def _safe(name: str) -> str:
@@ -301,6 +330,13 @@ def table(figures: dict[str, Any]) -> str:
             f"{system:<34} "
             + " ".join(f"{overall.get(f'@{k}', '-'):>6}" for k in KS)
             + f"  {adv}  {cats}"
+        )
+    lines.append("latency per question, ms (the query embedding, then the search without it):")
+    for system, found in figures.get("latency_ms", {}).items():
+        lines.append(
+            f"  {system}: embedding p50 {found.get('embed_p50_ms', 0.0)}, p90 "
+            f"{found.get('embed_p90_ms', 0.0)}; search p50 {found.get('search_p50_ms', 0.0)}, "
+            f"p90 {found.get('search_p90_ms', 0.0)}"
         )
     lines.append("per conversation, overall @10 (adversarial @10):")
     for name, systems in figures["per_conversation"].items():

@@ -64,8 +64,8 @@ from memkeeper.paths import is_database_url
     type=click.Path(path_type=Path),
     help="Instead: the LoCoMo retrieval evaluation on this file (the public locomo10.json) or "
     "directory of conversations: recall@1/3/5/10 by category of memkeeper keyword-only and "
-    "hybrid beside BM25, dense and RRF. Embeds with the configured embedder (--config), or "
-    "with each --model.",
+    "hybrid beside BM25, dense and RRF, and each question's query embedding and search time "
+    "(p50, p90). Embeds with the configured embedder (--config), or with each --model.",
 )
 @click.option(
     "--model",
@@ -177,7 +177,8 @@ def bench(
     With --locomo PATH, runs the LoCoMo retrieval evaluation on the public file (or a
     directory of conversations): each turn stored as a note dated at its session, every
     question asked through search; recall@1/3/5/10 by category of memkeeper keyword-only and
-    hybrid, beside BM25, dense-only and RRF on the same turns, overall and per conversation.
+    hybrid, beside BM25, dense-only and RRF on the same turns, overall and per conversation,
+    and the p50 and p90 of each question's query embedding and search.
 
     With --ui, times each page of memkeeper ui (in process, as an admin) on a generated
     database after one maintenance pass, against 300 ms a page.
