@@ -140,12 +140,14 @@ def test_the_evaluation_reports_every_system_by_category(data_file: Path, tmp_pa
     )
     assert "conv-tiny" in figures["per_conversation"]
     assert "memkeeper hybrid tiny" in locomo.table(figures)
-    # Every question's query embedding is timed apart from its search: none keyword-only.
+    # Every question's query embedding is timed apart from its search. The tiny model's
+    # word-level vocabulary holds no names: four of the five questions have a third of
+    # their words unknown to it and are searched by keywords alone (0 ms embedding).
     latency = figures["latency_ms"]
     assert set(latency) == {"memkeeper keyword", "memkeeper hybrid tiny"}
     assert latency["memkeeper keyword"]["embed_p90_ms"] == 0.0
     hybrid = latency["memkeeper hybrid tiny"]
-    assert 0 < hybrid["embed_p50_ms"] <= hybrid["embed_p90_ms"]
+    assert hybrid["embed_p50_ms"] == 0.0 < hybrid["embed_p90_ms"]
     assert 0 < hybrid["search_p50_ms"] <= hybrid["search_p90_ms"]
     assert "embedding p50" in locomo.table(figures)
 

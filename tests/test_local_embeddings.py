@@ -187,3 +187,49 @@ def test_the_cli_search_says_why_on_stderr_without_a_log_line(
     assert "1 hit, keyword-only" in err
     assert "keyword-only: no model: the local embedding model" in err
     assert "keyword-only search:" not in err  # the log line: the command says it already
+
+
+def test_a_query_the_model_cannot_read_is_searched_by_keywords_and_says_why(
+    db_path: Path, cache: Path
+) -> None:
+    """An English model and a Chinese question: its tokens unknown to the vocabulary, the
+    vector would be noise, so the search is keyword-only, says why, and finds the Chinese
+    entry by its characters; an English question of the same store is searched by meaning."""
+    in_hub_cache(cache, DEFAULT)
+    with MemoryStore(db_path, config=Config()) as store:
+        _fill(store)
+        store.remember("u", "城市", "用户住在北京")
+        _index(store)
+        with capture_logs() as lines:
+            chinese = store.search("u", "用户住在哪里")
+            again = store.search("u", "北京")
+        english = store.search("u", "where does the user live?")
+    assert not chinese.semantic and "cannot read this query (1 of its 1 tokens" in (
+        chinese.keyword_only
+    )
+    assert [h.memory.key for h in chinese] == ["城市"]
+    assert not again.semantic
+    said = [line for line in lines if "cannot read" in line["event"]]
+    assert len(said) == 1 and said[0]["log_level"] == "info"
+    assert english.semantic and english[0].memory.key == "city"
+
+
+def test_unknown_tokens_counts_the_unknown_token_and_byte_fallback_pieces(tmp_path: Path) -> None:
+    """A word-level vocabulary's [UNK], and the byte pieces a byte-fallback BPE vocabulary
+    (wordllama's, Llama's) writes for a character it has no token for."""
+    from safetensors.numpy import save_file
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
+
+    words = LocalModel(static_model(tmp_path / "static"), "tiny")
+    assert words.unknown_tokens("where does the user live") == (0, 5)
+    assert words.unknown_tokens("用户 住在 哪里") == (3, 3)
+    vocab = {"<unk>": 0, "a": 1, "b": 2} | {f"<0x{b:02X}>": 3 + b for b in range(256)}
+    tokenizer = Tokenizer(BPE(vocab, [], unk_token="<unk>", byte_fallback=True))
+    folder = tmp_path / "bytes"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_text(tokenizer.to_str(), encoding="utf-8")
+    save_file({"embeddings": np.ones((len(vocab), 4), np.float32)}, str(folder / "m.safetensors"))
+    pieces = LocalModel(folder, "bytes")
+    assert pieces.unknown_tokens("ab") == (0, 2)
+    assert pieces.unknown_tokens("a中") == (3, 4)  # 中: three bytes of UTF-8

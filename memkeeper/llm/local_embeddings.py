@@ -27,6 +27,7 @@ import functools
 import json
 import math
 import os
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +48,10 @@ does for all-MiniLM-L6-v2)."""
 
 BATCH = 16
 """Texts run through a transformer together (sorted by length, so padding stays short)."""
+
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+"""A byte-fallback token: one byte of a character the vocabulary has no token for."""
 
 
 class ModelMissing(LookupError):
@@ -142,6 +147,21 @@ class LocalModel:
             self._table = matrices[0].astype("float32")
             self.dimensions = int(self._table.shape[1])
         self._lock = threading.Lock()  # numpy releases the GIL; keep one text batch at a time
+        unknown = getattr(self._tokenizer.model, "unk_token", None)
+        self._unknown_id = self._tokenizer.token_to_id(unknown) if unknown else None
+
+    def unknown_tokens(self, text: str) -> tuple[int, int]:
+        """How many of ``text``'s tokens the model's vocabulary does not hold — its unknown
+        token, or a byte of a character it has no token for (``<0xE5>``) — and how many
+        tokens there are: a text mostly unknown is one the model cannot read (an English
+        model's vocabulary and Chinese)."""
+        encoding = self._tokenizer.encode(str(text), add_special_tokens=False)
+        unknown = sum(
+            1
+            for token, token_id in zip(encoding.tokens, encoding.ids, strict=True)
+            if token_id == self._unknown_id or _BYTE_TOKEN.fullmatch(token)
+        )
+        return unknown, len(encoding.ids)
 
     @property
     def kind(self) -> str:
@@ -306,6 +326,10 @@ class LocalEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[numpy.ndarray]:
         return self.embed_counted(texts).vectors
+
+    def unknown_tokens(self, text: str) -> tuple[int, int]:
+        """:meth:`LocalModel.unknown_tokens`."""
+        return self.local.unknown_tokens(text)
 
     def embed_counted(
         self,

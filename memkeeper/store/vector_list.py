@@ -104,6 +104,9 @@ def similar(
         )
     if not ids:
         return _none(why=_not_built(entries))
+    unread = semantic.unreadable(core.config, query)
+    if unread:
+        return _none(why=unread)
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
@@ -131,6 +134,9 @@ def _similar_in_database(
     with storage.lock:
         if not user_has_vectors(storage.hot, user_id=user_id, model=model, dims=dims):
             return _none(why=_not_built(None))
+    unread = semantic.unreadable(core.config, query)
+    if unread:
+        return _none(why=unread)
     started = time.perf_counter()
     vector = semantic.query_vector(core.config, query)
     embed_ms = (time.perf_counter() - started) * 1000
