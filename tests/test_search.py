@@ -380,6 +380,28 @@ def test_recall_evaluation_smoke(
     assert r3("hybrid_aged") > r3("keyword_aged")
 
 
+def test_the_recall_evaluation_runs_a_real_local_model_beside_the_stand_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--search-eval --model DIR``: memkeeper's hybrid with a local model (the tiny one the
+    tests build), and recall by language for it and for keyword-only."""
+    from helpers.tiny_model import static_model
+
+    from memkeeper.cli import main
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    model = static_model(tmp_path / "tiny-model")
+    argv = ["bench", "--search-eval", "--eval-size", "smoke", "--model", str(model), "--json"]
+    assert main(argv) == 0
+    figures = json.loads(capsys.readouterr().out)
+    found = figures["models"]["tiny-model"]
+    assert 0 <= found["recall@1"] <= found["recall@3"] <= found["recall@10"] <= 1
+    for f in (found, figures["keyword_fresh"]):
+        assert set(f["recall_by_language"]) == {"en", "zh"}
+    # The tiny model reads no Chinese: its Chinese users are searched by keywords alone.
+    assert found["recall_by_language"]["zh"] == figures["keyword_fresh"]["recall_by_language"]["zh"]
+
+
 def test_the_query_embedding_is_timed_apart_from_the_search(
     db_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

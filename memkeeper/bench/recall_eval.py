@@ -70,11 +70,14 @@ def run_recall_eval(
     *,
     size: str = "full",
     seed: int = DEFAULT_SEED,
+    models: Sequence[tuple[str, Config]] = (),
     say: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """The evaluation's figures (see the module docstring) on the set generated from
     ``seed`` (another seed: other people, things, ages and questions from the same
-    templates — a check that a change helps beyond the one set it was studied on)."""
+    templates — a check that a change helps beyond the one set it was studied on); with
+    ``models`` (label, config of a local model), memkeeper's hybrid with each real model
+    too, on the fresh store."""
     data = generate(seed=seed, **SIZES[size])  # type: ignore[arg-type]
     answered = [q for q in data.questions if q.expect is not None]
     figures: dict[str, Any] = {
@@ -101,6 +104,12 @@ def run_recall_eval(
                     run_cfg = standin_cfg if mode == "hybrid" else without_key(standin_cfg)
                     figures[f"{mode}_{age}"] = _ask(path, run_cfg, data, refs)
         figures["endpoint"] = _endpoint(config, data, Path(tmp), say)
+        figures["models"] = {}
+        for label, model_config in models:
+            say(f"memkeeper hybrid with {label}, fresh")
+            path = Path(tmp) / f"model-{len(figures['models'])}.db"
+            refs = build_store(path, model_config, data, aged=False)
+            figures["models"][label] = _ask(path, model_config, data, refs)
     return figures
 
 
@@ -185,6 +194,18 @@ def _recall(ranks: Sequence[tuple[EvalQuestion, int | None]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k in KS:
         out[f"recall@{k}"] = round(sum(r is not None and r <= k for _, r in ranks) / len(ranks), 3)
+    languages = sorted({_language(q) for q, _ in ranks})
+    out["recall_by_language"] = {
+        language: {
+            f"recall@{k}": round(
+                sum(r is not None and r <= k for q, r in ranks if _language(q) == language)
+                / sum(_language(q) == language for q, _ in ranks),
+                3,
+            )
+            for k in KS
+        }
+        for language in languages
+    }
     kinds = sorted({q.kind for q, _ in ranks})
     out["recall@10_by_kind"] = {
         kind: round(
@@ -195,6 +216,11 @@ def _recall(ranks: Sequence[tuple[EvalQuestion, int | None]]) -> dict[str, Any]:
         for kind in kinds
     }
     return out
+
+
+def _language(question: EvalQuestion) -> str:
+    """``en`` or ``zh``: the language of the question's user (``eval-zh-2``)."""
+    return question.user.split("-")[1] if question.user.count("-") >= 2 else "?"
 
 
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff]")
@@ -338,4 +364,19 @@ def table(figures: dict[str, Any]) -> str:
         )
     if "skipped" in endpoint:
         lines.append(f"endpoint: skipped ({endpoint['skipped']})")
+    for label, f in figures.get("models", {}).items():
+        lines.append(
+            f"memkeeper hybrid with {label}, fresh: R@1/R@3/R@10 {f['recall@1']} / "
+            f"{f['recall@3']} / {f['recall@10']}"
+        )
+    rows_by_language = [
+        ("keyword", figures["keyword_fresh"]),
+        *((label, f) for label, f in figures.get("models", {}).items()),
+    ]
+    for name, f in rows_by_language:
+        parts = [
+            f"{language} {' / '.join(str(v[f'recall@{k}']) for k in KS)}"
+            for language, v in f.get("recall_by_language", {}).items()
+        ]
+        lines.append(f"by language, {name} (fresh), R@1/R@3/R@10: " + "; ".join(parts))
     return "\n".join(lines)

@@ -72,8 +72,9 @@ from memkeeper.paths import is_database_url
     "models",
     multiple=True,
     metavar="DIR",
-    help="With --locomo: a local model directory (tokenizer.json and .safetensors weights) to "
-    "evaluate; repeatable. Default: the configured embedder.",
+    help="With --locomo or --search-eval: a local model directory (tokenizer.json and "
+    ".safetensors weights) to evaluate; repeatable. Default for --locomo: the configured "
+    "embedder; --search-eval adds each model beside its stand-in.",
 )
 @click.option(
     "--mcp-clients",
@@ -255,6 +256,7 @@ def bench(
         _locomo_bench(app, locomo_path, models, as_json)
         return
     if search_eval:
+        from memkeeper.bench.locomo import with_local_model
         from memkeeper.bench.recall_eval import run_recall_eval
         from memkeeper.bench.recall_eval import table as eval_table
 
@@ -262,6 +264,7 @@ def bench(
             app.config,
             size=eval_size,
             seed=eval_seed,
+            models=[(Path(m).name, with_local_model(app.config, m)) for m in models],
             say=_progress,
         )
         _report(figures, eval_table, as_json)
