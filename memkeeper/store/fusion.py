@@ -1,10 +1,11 @@
 """Ranking search's candidates: fusion of the two lists by their scores, then a bounded prior.
 
 Two ranked lists come in: the keyword list (BM25, :mod:`memkeeper.store.bm25`) and the
-vector list (cosine, best first; :func:`admitted` says which entries are in it). An entry's
-*relevance* is, by default (``[search] fusion = "relative"``), a relative score fusion —
-each list's scores put on one scale by the list's own statistics, each list weighted by its
-confidence::
+vector list (cosine, best first; :func:`admitted` says which entries are in it). By default
+(``[search] fusion = "anchored"``, :func:`anchored`) the keyword ranking is kept and the
+vector list only adds to it, as far as it is sure. With ``fusion = "relative"`` an entry's
+*relevance* is a relative score fusion — each list's scores put on one scale by the list's
+own statistics, each list weighted by its confidence::
 
     relevance = weight_keyword · coverage · bm25 / best bm25
               + weight_similarity · (cosine - mean cosine) / (best cosine - mean cosine)
