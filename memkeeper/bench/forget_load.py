@@ -39,6 +39,7 @@ from typing import Any
 from memkeeper import __version__
 from memkeeper.bench import measure
 from memkeeper.bench.generate import NOW, generate
+from memkeeper.bench.report import latency_text
 from memkeeper.config import Config
 from memkeeper.paths import cold_path_for
 
@@ -314,14 +315,6 @@ def targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
     )
 
 
-def _latency(figures: dict[str, Any]) -> str:
-    text = f"{figures['p50_ms']} / {figures['p99_ms']} / {figures['max_ms']} ms"
-    text += f", {figures['errors']} errors ({figures['calls']:,} calls in {figures['seconds']} s)"
-    if figures["error_samples"]:
-        text += f"; e.g. {figures['error_samples'][0]}"
-    return text
-
-
 def forget_table(figures: dict[str, Any]) -> str:
     """The figures as a few lines for people."""
     params, machine = figures["parameters"], figures["machine"]
@@ -346,9 +339,9 @@ def forget_table(figures: dict[str, Any]) -> str:
             f"  forget of one key        {forget['seconds']} s: erasing the rows "
             f"{forget['erase_seconds']} s, then removing the erased bytes "
             f"{forget['scrub_seconds']} s ({how})",
-            f"  agents during the forget {_latency(found['agents_during_forget'])}",
-            f"  agents during the scrub  {_latency(found['agents_during_scrub'])}",
-            f"  agents without it        {_latency(found['agents_without_forget'])}",
+            f"  agents during the forget {latency_text(found['agents_during_forget'])}",
+            f"  agents during the scrub  {latency_text(found['agents_during_scrub'])}",
+            f"  agents without it        {latency_text(found['agents_without_forget'])}",
             f"  erased value still in    {', '.join(found['secret_left_in']) or 'no file'}",
         ]
     lines.append("")

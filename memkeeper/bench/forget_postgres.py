@@ -39,13 +39,13 @@ from memkeeper.bench.forget_load import (
     IDLE_SECONDS,
     VICTIM,
     VICTIM_KEY,
-    _latency,
     _overlapping,
     machine,
     plant_secret,
     verdicts,
 )
 from memkeeper.bench.generate import NOW
+from memkeeper.bench.report import latency_text
 from memkeeper.config import Config
 from memkeeper.errors import InvalidInput
 from memkeeper.storage.postgres.schema import DEFAULT_SCHEMA
@@ -383,10 +383,10 @@ def forget_postgres_table(figures: dict[str, Any]) -> str:
         f", then the VACUUMs {forget['vacuum_seconds']} s (the rest {forget['other_seconds']} s)",
         f"  VACUUM (INDEX_CLEANUP ON) {vacuums or 'none'}"
         + (f"; not vacuumed: {', '.join(skipped)}" if skipped else ""),
-        f"agents during the forget   {_latency(figures['agents_during_forget'])}",
-        f"agents during the erasure  {_latency(figures['agents_during_erasure'])}",
-        f"agents in the VACUUMs      {_latency(figures['agents_during_vacuum'])}",
-        f"agents without it          {_latency(figures['agents_without_forget'])}",
+        f"agents during the forget   {latency_text(figures['agents_during_forget'])}",
+        f"agents during the erasure  {latency_text(figures['agents_during_erasure'])}",
+        f"agents in the VACUUMs      {latency_text(figures['agents_during_vacuum'])}",
+        f"agents without it          {latency_text(figures['agents_without_forget'])}",
         f"erased value still in      {', '.join(figures['secret_left_in']) or 'no table'}",
         "",
     ]

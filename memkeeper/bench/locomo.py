@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.bench.locomo_baselines import baselines
+from memkeeper.bench.measure import quantile
 from memkeeper.clock import fixed
 from memkeeper.config import Config
 from memkeeper.maintenance.runner import run_once
@@ -302,8 +303,8 @@ def _latency(timings: dict[str, list[float]]) -> dict[str, float]:
     for name, values in timings.items():
         ordered = sorted(values)
         for p in (50, 90):
-            at = min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))
-            out[f"{name.removesuffix('_ms')}_p{p}_ms"] = round(ordered[at], 2) if ordered else 0.0
+            at = quantile(ordered, p / 100) if ordered else 0.0
+            out[f"{name.removesuffix('_ms')}_p{p}_ms"] = at
     return out
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from memkeeper.bench.generate import NOW, generate
+from memkeeper.bench.measure import quantile
 from memkeeper.bench.workers import PASS_JOBS, running_clock
 from memkeeper.clock import fixed
 from memkeeper.config import Config
@@ -128,15 +129,11 @@ def _summary(run: dict[str, Any], pass_cpu_seconds: float = 0.0) -> dict[str, An
 
     def quantiles(values: list[float]) -> dict[str, Any]:
         ordered = sorted(values)
-
-        def at(q: float) -> float:
-            return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
-
         return {
             "calls": len(ordered),
-            "p50_ms": at(0.50),
-            "p95_ms": at(0.95),
-            "p99_ms": at(0.99),
+            "p50_ms": quantile(ordered, 0.50),
+            "p95_ms": quantile(ordered, 0.95),
+            "p99_ms": quantile(ordered, 0.99),
             "max_ms": round(ordered[-1], 2),
         }
 

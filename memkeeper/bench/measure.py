@@ -198,6 +198,12 @@ def keyword_index_bytes(path: Path) -> dict[str, Any]:
     return {"bytes": fts, "percent_of_file": round(100 * fts / total, 2) if total else None}
 
 
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The value at quantile ``q`` (0-1) of ``ordered`` (sorted, not empty), to 0.01: the
+    bench's one definition of p50, p99 and the like."""
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+
 def latency(results: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
     """p50 / p99 / max over every agent's calls, the calls per second, and the errors."""
     values = sorted(v for result in results for v in result["latencies_ms"])
@@ -205,16 +211,11 @@ def latency(results: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]
     for result in results:
         errors.update(result["errors"])
 
-    def quantile(q: float) -> float | None:
-        if not values:
-            return None
-        return round(values[min(len(values) - 1, int(q * len(values)))], 2)
-
     return {
         "calls": len(values),
         "seconds": round(seconds, 3),
-        "p50_ms": quantile(0.50),
-        "p99_ms": quantile(0.99),
+        "p50_ms": quantile(values, 0.50) if values else None,
+        "p99_ms": quantile(values, 0.99) if values else None,
         "max_ms": round(values[-1], 2) if values else None,
         "errors": sum(errors.values()),
         "error_samples": [text for text, _ in errors.most_common(3)],

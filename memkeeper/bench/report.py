@@ -94,7 +94,8 @@ def _index(figures: dict[str, Any]) -> str:
     )
 
 
-def _latency(figures: dict[str, Any]) -> str:
+def latency_text(figures: dict[str, Any]) -> str:
+    """Agents' latency figures (:mod:`memkeeper.bench.measure`) as one line for people."""
     if not figures["calls"]:
         return "no calls"
     text = f"{figures['p50_ms']} / {figures['p99_ms']} / {figures['max_ms']} ms, "
@@ -139,13 +140,13 @@ def table(figures: dict[str, Any]) -> str:
         ),
         (
             f"{params['agents']} agents during a pass: p50 / p99 / max",
-            _latency(during) + f"; the pass took {_n(during['pass']['seconds'])} s",
+            latency_text(during) + f"; the pass took {_n(during['pass']['seconds'])} s",
             "p99 <= 50, max <= 250 ms, 0 errors  "
             + verdicts["agents during a pass: p99 / max ms, errors"],
         ),
         (
             f"{params['agents']} agents, no pass: p50 / p99 / max",
-            _latency(figures["agents_without_pass"]),
+            latency_text(figures["agents_without_pass"]),
             "",
         ),
         (

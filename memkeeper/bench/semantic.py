@@ -26,7 +26,12 @@ from typing import Any
 
 from memkeeper.bench.embed_standin import STANDIN_KEY, EmbeddingStandIn, standin_vector
 from memkeeper.bench.generate import AGENT_PREFIX
-from memkeeper.bench.measure import SEARCH_USER_ENTRIES, fill_search_user, search_query
+from memkeeper.bench.measure import (
+    SEARCH_USER_ENTRIES,
+    fill_search_user,
+    quantile,
+    search_query,
+)
 from memkeeper.bench.workers import running_clock
 from memkeeper.config import Config
 from memkeeper.maintenance.runner import run_once
@@ -62,10 +67,6 @@ def _standin_key() -> Iterator[None]:
             os.environ.pop(KEY_ENV, None)
         else:
             os.environ[KEY_ENV] = before
-
-
-def _percentile(sorted_ms: list[float], share: float) -> float:
-    return round(sorted_ms[min(len(sorted_ms) - 1, int(share * len(sorted_ms)))], 2)
 
 
 def index_throughput(
@@ -127,10 +128,10 @@ def search_with_vectors(path: Path, config: Config, now: datetime, searches: int
         "searches": searches,
         "entries": SEARCH_USER_ENTRIES,
         "by_meaning": semantic,
-        "p50_ms": _percentile(search_ms, 0.5),
-        "p99_ms": _percentile(search_ms, 0.99),
+        "p50_ms": quantile(search_ms, 0.5),
+        "p99_ms": quantile(search_ms, 0.99),
         "max_ms": round(search_ms[-1], 2),
-        "embed_p50_ms": _percentile(embed_ms, 0.5),
+        "embed_p50_ms": quantile(embed_ms, 0.5),
         "embed_max_ms": round(embed_ms[-1], 2),
     }
 

@@ -206,32 +206,8 @@ def bench(
     if fleet_hosts is not None:
         _fleet_bench(fleet_hosts, fleet_rate, postgres_url, as_json)
         return
-    if forget_one and postgres_url is not None:
-        from memkeeper.bench.forget_load import DEFAULT as FORGET_DEFAULT
-        from memkeeper.bench.forget_postgres import forget_postgres_table, measure_forget_postgres
-
-        found = measure_forget_postgres(
-            postgres_url,
-            memories=memories or FORGET_DEFAULT[0],
-            users=users or FORGET_DEFAULT[1],
-            seed=seed,
-            keep=keep,
-            say=_progress,
-        )
-        _report(found, forget_postgres_table, as_json)
-        return
     if forget_one:
-        from memkeeper.bench.forget_load import DEFAULT as FORGET_DEFAULT
-        from memkeeper.bench.forget_load import forget_table, measure_forget
-
-        found = measure_forget(
-            memories=memories or FORGET_DEFAULT[0],
-            users=users or FORGET_DEFAULT[1],
-            seed=seed,
-            keep=keep,
-            say=_progress,
-        )
-        _report(found, forget_table, as_json)
+        _forget_bench(postgres_url, memories, users, seed, keep, as_json)
         return
     if ui_pages:
         from memkeeper.bench.run import DEFAULT, QUICK
@@ -321,6 +297,28 @@ def _locomo_bench(app: App, path: Path, models: tuple[str, ...], as_json: bool) 
         say=_progress,
     )
     _report(figures, locomo_table, as_json)
+
+
+def _forget_bench(
+    postgres_url: str | None,
+    memories: int | None,
+    users: int | None,
+    seed: int,
+    keep: Path | None,
+    as_json: bool,
+) -> None:
+    """--forget: on the SQLite default, or on the scratch server of --postgres."""
+    from memkeeper.bench.forget_load import DEFAULT, forget_table, measure_forget
+
+    sizes = {"memories": memories or DEFAULT[0], "users": users or DEFAULT[1]}
+    if postgres_url is None:
+        found = measure_forget(**sizes, seed=seed, keep=keep, say=_progress)
+        _report(found, forget_table, as_json)
+        return
+    from memkeeper.bench.forget_postgres import forget_postgres_table, measure_forget_postgres
+
+    found = measure_forget_postgres(postgres_url, **sizes, seed=seed, keep=keep, say=_progress)
+    _report(found, forget_postgres_table, as_json)
 
 
 def _fleet_bench(hosts: int, rate: float | None, postgres_url: str | None, as_json: bool) -> None:
