@@ -32,7 +32,6 @@ key). A Han or kana character counts three (``"北京"`` is looked for, ``"猫"`
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 import secrets
@@ -44,7 +43,7 @@ from typing import Any
 
 from memkeeper.clock import to_db
 from memkeeper.errors import ErasedValueRefused
-from memkeeper.storage.tombstones import digest_of
+from memkeeper.storage.tombstones import digest_of, joined_digest
 
 REDACTED = "[erased]"
 """What an erased span of a kept text is replaced with."""
@@ -108,8 +107,7 @@ def key_digest(user_id: str, namespace: str, key: str) -> str:
 
 def namespace_digest(user_id: str, namespace: str) -> str:
     """How the rows name the one namespace (a project) a value is blocked in."""
-    text = _SEPARATOR.join(("namespace", user_id, namespace))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return joined_digest("namespace", user_id, namespace)
 
 
 def _hash(secret: bytes, norms: Sequence[str]) -> str:

@@ -61,7 +61,13 @@ def _check(scope: str, parts: tuple[str, ...]) -> None:
 def digest_of(scope: str, *parts: str) -> str:
     """The sha256 hex of ``scope`` and ``parts`` joined by ``\\x1f`` (see the module doc)."""
     _check(scope, parts)
-    text = _SEPARATOR.join((scope, *parts))
+    return joined_digest(scope, *parts)
+
+
+def joined_digest(*parts: str) -> str:
+    """The sha256 hex of ``parts`` joined by ``\\x1f``: how a tombstone names what it holds,
+    and :mod:`memkeeper.storage.erased_values` the namespace a value is blocked in."""
+    text = _SEPARATOR.join(parts)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
