@@ -364,3 +364,18 @@ def test_anchored_a_strong_keyword_lists_best_match_stays_first_unless_the_vecto
     assert sure["close"] > sure["first"]
     weak = fusion.anchored(settings, keyword, [("close", 0.6)], share, 0.1, unsure)
     assert weak["close"] > weak["first"]
+
+
+def test_anchored_a_partial_match_of_a_long_question_counts_as_strong() -> None:
+    """A best keyword relevance of 0.2 (a long question's real but partial match, as on
+    LoCoMo's coverage 0.25) is at or above weak_keyword_relevance (0.15): kept first while
+    the vectors are unsure. Under 0.15 (a stopword's 0.07) the vectors may pass it."""
+    settings = embed_config("http://127.0.0.1:9").search
+    assert settings.weak_keyword_relevance == 0.15
+    keyword = [("first", 10.0, 0.0, 0.0), ("close", 9.5, 0.0, 0.0)]
+    share = {"close": 1.0, "first": 0.0}
+    unsure = fusion.PASS_FIRST_SURE - 0.1
+    partial = fusion.anchored(settings, keyword, [("close", 0.6)], share, 0.2, unsure)
+    assert partial["first"] > partial["close"]
+    stopword = fusion.anchored(settings, keyword, [("close", 0.6)], share, 0.07, unsure)
+    assert stopword["close"] > stopword["first"]
